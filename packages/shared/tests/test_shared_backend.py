@@ -3,14 +3,14 @@ import os
 import pytest
 import torch
 
-from iclr25.shared import is_interpreting, resolve_backend, triton_available
 from iclr25.shared import backend as backend_mod
+from iclr25.shared import is_interpreting, resolve_backend, triton_available
 
 
 class FakeCuda:
     """A stand-in for a CUDA tensor: resolve_backend only reads ``.device.type``."""
 
-    class device:  # noqa: N801 - mimics torch.device
+    class device:
         type = "cuda"
 
 

@@ -4,12 +4,12 @@ Only numpy is a hard dependency; torch, triton and tqdm are imported lazily, ins
 No paper logic lives here.
 """
 
-from .backend import resolve_backend, triton_available, is_interpreting, BACKENDS
-from .triton_utils import autotune_configs, next_power_of_2, ensure_contiguous
-from .seeding import seed_everything, make_rng
-from .bench import Timer, BenchStats, benchmark, write_result, environment_info
-from .progress import progress
+from .backend import BACKENDS, is_interpreting, resolve_backend, triton_available
+from .bench import BenchStats, Timer, benchmark, environment_info, write_result
 from .io import atomic_write
+from .progress import progress
+from .seeding import make_rng, seed_everything
+from .triton_utils import autotune_configs, ensure_contiguous, next_power_of_2
 
 __version__ = "0.1.0"
 

@@ -27,7 +27,7 @@ def is_interpreting() -> bool:
 @functools.lru_cache(maxsize=1)
 def _triton_imports() -> bool:
     try:
-        import triton  # noqa: F401
+        import triton
         import triton.language  # noqa: F401
     except Exception:  # triton missing, or broken on this platform
         return False

@@ -18,8 +18,8 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .io import atomic_write
 
@@ -45,7 +45,7 @@ class Timer:
         self.elapsed = float("nan")
         self._start = 0.0
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         _sync()
         self._start = time.perf_counter()
         return self

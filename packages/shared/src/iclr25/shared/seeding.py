@@ -23,7 +23,7 @@ def seed_everything(seed: int) -> int:
     torch = sys.modules.get("torch")
     if torch is None:
         try:
-            import torch  # noqa: F811
+            import torch
         except ImportError:
             torch = None
     if torch is not None:

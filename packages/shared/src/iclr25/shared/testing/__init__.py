@@ -10,7 +10,7 @@
 Everything imports torch lazily, so ``import iclr25.shared.testing`` works without torch.
 """
 
-from .compare import assert_close_ratio, tolerance, TOLERANCES
+from .compare import TOLERANCES, assert_close_ratio, tolerance
 from .conformance import KernelConformance, nan_poison
 
 __all__ = ["KernelConformance", "TOLERANCES", "assert_close_ratio", "nan_poison", "tolerance"]

@@ -25,7 +25,8 @@ Every test here carries the ``triton`` marker, so the shared plugin sets up the 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -176,9 +177,7 @@ class KernelConformance:
             args = self.make_inputs(shape, dtype, self._device())
             argnums = self.grad_argnums
             if argnums is None:
-                argnums = [
-                    i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad
-                ]
+                argnums = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
             assert argnums, f"{type(self).__name__}: no input requires grad; set requires_grad in make_inputs"
             grads = []
             for fn in (self.reference, self.kernel):
