@@ -1,0 +1,297 @@
+"""The single driver for CI and for the README's two commands.
+
+    nox -s demo                 # the main job: every method on its built-in data, paper-style tables
+    nox -s lint repo tests      # the test suite (what .ci/run runs)
+    nox -t teal                 # everything tagged for one package
+    nox -s "tests(teal)" -- -k gemv
+
+Packages are discovered from packages/*/pyproject.toml (shared first). Installs use constraints/cpu.txt, so torch is
+the CPU build (2.13.0+cpu); on this project's machines the wheel comes from pip's configured find-links, which is
+handed to uv as UV_FIND_LINKS. Elsewhere, point UV_FIND_LINKS / UV_EXTRA_INDEX_URL at a source of CPU torch wheels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nox
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+nox.needs_version = ">=2026.8"
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_venv = "yes"
+nox.options.download_python = "never"
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["lint", "repo", "tests"]
+
+ROOT = Path(__file__).resolve().parent
+CONSTRAINTS = ROOT / "constraints" / "cpu.txt"
+PREFIX = "iclr25-"
+
+
+def _load_packages() -> dict[str, dict]:
+    found = {}
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        data = tomllib.loads(pyproject.read_text())
+        name = pyproject.parent.name
+        deps = data.get("project", {}).get("dependencies", [])
+        siblings = sorted(
+            {
+                d.split(PREFIX, 1)[1].split(">")[0].split("<")[0].split("=")[0].split("[")[0].split(";")[0].strip()
+                for d in deps
+                if d.strip().startswith(PREFIX)
+            }
+        )
+        found[name] = {
+            "dist": data["project"]["name"],
+            "siblings": [s for s in siblings if s != name],
+            "no_deps": data.get("tool", {}).get("iclr25", {}).get("no-deps", []),
+            "has_demo": (pyproject.parent / "src" / "iclr25" / name / "__main__.py").exists(),
+            "benchmarks": sorted(
+                str(p.relative_to(ROOT)) for p in (pyproject.parent / "benchmarks").glob("bench_*.py")
+            ),
+        }
+    ordered = {"shared": found.pop("shared")} if "shared" in found else {}
+    ordered.update(found)
+    return ordered
+
+
+PACKAGES = _load_packages()
+METHODS = [p for p in PACKAGES if p != "shared"]
+
+
+def _pip_find_links() -> str | None:
+    """pip's configured find-links (where this machine keeps the CPU torch wheel), for uv."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    value = out.stdout.strip()
+    return value or None
+
+
+if "UV_FIND_LINKS" not in os.environ:
+    _links = _pip_find_links()
+    if _links:
+        os.environ["UV_FIND_LINKS"] = _links
+
+
+def _install_package(session: nox.Session, pkg: str, extras: str = "test") -> None:
+    """One install call: shared + the package (+ siblings) as editables, with the CPU constraints."""
+    info = PACKAGES[pkg]
+    members = ["shared", *info["siblings"], pkg] if pkg != "shared" else ["shared"]
+    args = ["-c", str(CONSTRAINTS)]
+    for member in dict.fromkeys(members):
+        spec = f"packages/{member}"
+        if member == pkg and extras:
+            spec += f"[{extras}]"
+        args += ["-e", spec]
+    session.install(*args)
+    if info["no_deps"]:
+        session.install("--no-deps", *info["no_deps"])
+
+
+_GUARD = r"""
+import json, sys
+from importlib import metadata
+from pathlib import Path
+root = Path(sys.argv[1]).resolve()
+bad = []
+for dist in metadata.distributions():
+    name = (dist.metadata["Name"] or "").lower()
+    if not name.startswith("iclr25-"):
+        continue
+    raw = dist.read_text("direct_url.json")
+    info = json.loads(raw) if raw else {}
+    url = info.get("url", "")
+    editable = info.get("dir_info", {}).get("editable", False)
+    path = Path(url[len("file://"):]).resolve() if url.startswith("file://") else None
+    if not editable or path is None or root not in (path, *path.parents):
+        bad.append(f"{name} (url={url or 'index'}, editable={editable})")
+    else:
+        print(f"editable guard: {name} -> {path.relative_to(root)}")
+if bad:
+    sys.exit("these iclr25 distributions are not editable installs from this checkout: " + ", ".join(bad))
+"""
+
+_VERSIONS = (
+    "import importlib.metadata as m\n"
+    "for n in ('torch', 'triton', 'numpy'):\n"
+    "    try: print(f'{n}=={m.version(n)}')\n"
+    "    except m.PackageNotFoundError: print(f'{n}: not installed')\n"
+)
+
+
+def _pytest(session: nox.Session, pkg: str, marker: str) -> None:
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        f"packages/{pkg}/tests",
+        "-m",
+        marker,
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"},
+        success_codes=[0],  # 5 (no tests collected) is a failure: every package keeps real tests
+    )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repo."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def repo(session: nox.Session) -> None:
+    """The repo contract tests (seconds, no torch)."""
+    session.install("pytest>=8", "pyyaml>=6")
+    session.run("python", "-m", "pytest", "tests", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("package", [nox.param(p, id=p, tags=[p, "cpu"]) for p in PACKAGES])
+def tests(session: nox.Session, package: str) -> None:
+    """Install shared + the package [test] with the CPU constraints, check the editables, run the fast tests."""
+    _install_package(session, package)
+    session.run("python", "-c", _VERSIONS)
+    session.run("python", "-c", _GUARD, str(ROOT))
+    _pytest(session, package, "not gpu and not slow")
+
+
+@nox.session(default=False)
+@nox.parametrize("package", [nox.param(p, id=p, tags=[p]) for p in PACKAGES])
+def slow(session: nox.Session, package: str) -> None:
+    """The slow tests (small paper reproductions) of one package."""
+    _install_package(session, package)
+    _pytest(session, package, "slow and not gpu")
+
+
+@nox.session(default=False)
+def demo(session: nox.Session) -> None:
+    """The main job: every method's demo on its built-in data, each printing a paper-style table."""
+    pkgs = [p for p in METHODS if PACKAGES[p]["has_demo"]]
+    if not pkgs:
+        session.error("no package has a demo yet")
+    args = ["-c", str(CONSTRAINTS), "-e", "packages/shared"] + [a for p in pkgs for a in ("-e", f"packages/{p}")]
+    session.install(*args)
+    no_deps = sorted({d for p in pkgs for d in PACKAGES[p]["no_deps"]})
+    if no_deps:
+        session.install("--no-deps", *no_deps)
+    only = session.posargs or pkgs
+    for pkg in only:
+        if pkg not in pkgs:
+            session.error(f"unknown package {pkg!r}; packages with a demo: {', '.join(pkgs)}")
+        session.log(f"===== {pkg} demo =====")
+        session.run("python", "-m", f"iclr25.{pkg}", "demo")
+
+
+@nox.session(default=False)
+@nox.parametrize("package", [nox.param(p, id=p, tags=[p]) for p in METHODS])
+def bench(session: nox.Session, package: str) -> None:
+    """Run a package's benchmarks; each writes its JSON results (see the package README)."""
+    scripts = PACKAGES[package]["benchmarks"]
+    if not scripts:
+        session.skip(f"{package} has no benchmarks/bench_*.py")
+    _install_package(session, package)
+    for script in scripts:
+        session.run("python", script, *session.posargs)
+
+
+@nox.session(default=False)
+@nox.parametrize("package", [nox.param(p, id=p, tags=[p]) for p in PACKAGES])
+def wheel(session: nox.Session, package: str) -> None:
+    """Build wheels with hatch, install them (not editables) and run the package tests against the installed wheel."""
+    info = PACKAGES[package]
+    dist = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.install("hatch>=1.16")
+    for member in dict.fromkeys(["shared", *info["siblings"], package]):
+        session.chdir(ROOT / "packages" / member)
+        session.run("hatch", "build", "-t", "wheel", str(dist), env={"HATCH_NO_SOURCES": "1"})
+    session.chdir(ROOT)
+    session.install("-c", str(CONSTRAINTS), "--find-links", str(dist), f"{info['dist']}[test]")
+    if info["no_deps"]:
+        session.install("--no-deps", *info["no_deps"])
+    session.run(
+        "python",
+        "-c",
+        "import sys, json, importlib.metadata as m\n"
+        "for d in m.distributions():\n"
+        "    n = (d.metadata['Name'] or '').lower()\n"
+        "    if n.startswith('iclr25-'):\n"
+        "        raw = d.read_text('direct_url.json')\n"
+        "        if raw and json.loads(raw).get('dir_info', {}).get('editable'):\n"
+        "            sys.exit(f'{n} is an editable install; the wheel session must test built wheels')\n"
+        "        print('wheel install:', n, d.version)\n",
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        tests_copy = Path(tmp) / f"{package}_tests"
+        shutil.copytree(ROOT / "packages" / package / "tests", tests_copy)
+        shutil.copy(ROOT / "packages" / package / "pyproject.toml", Path(tmp) / "pyproject.toml")
+        session.chdir(tmp)
+        session.run(
+            "python",
+            "-m",
+            "pytest",
+            str(tests_copy),
+            "-m",
+            "not gpu and not slow",
+            "-p",
+            "no:cacheprovider",
+            *session.posargs,
+            env={"TRITON_INTERPRET": "1"},
+        )
+
+
+@nox.session(venv_backend="none", default=False, tags=["gpu"])
+@nox.parametrize("package", [nox.param(p, id=p) for p in PACKAGES])
+def gpu(session: nox.Session, package: str) -> None:
+    """GPU checks with no install step (the GPU machine has no package index): PYTHONPATH on packages/*/src."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"],
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        session.skip("no CUDA device (or no torch) on this machine")
+    pythonpath = os.pathsep.join(str(p) for p in sorted(ROOT.glob("packages/*/src")))
+    session.run(
+        sys.executable,
+        "-m",
+        "pytest",
+        f"packages/{package}/tests",
+        "-m",
+        "gpu or triton",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"PYTHONPATH": pythonpath, "TRITON_INTERPRET": "0"},
+        success_codes=[0, 5],
+    )
+
+
+@nox.session(venv_backend="none", default=False)
+def matrix(session: nox.Session) -> None:
+    """Print the package matrix as JSON (for the GitHub workflow)."""
+    print(json.dumps({"package": list(PACKAGES)}))
