@@ -50,7 +50,7 @@ class DeltaConfig:
     upsample_blocks: int = 2
     upsample_flow_dim: int = 64  # flow_mlp output width
     # --- thresholds ---------------------------------------------------------------------------------------------------
-    vis_threshold: float = 0.8  # dense demo: visible if sigmoid(vis) * sigmoid(conf) > 0.8... (see tracker)
+    vis_threshold: float = 0.8  # dense demo (demo.py): visible if sigmoid(vis) > 0.8
     eval_vis_threshold: float = 0.9  # evaluation scripts: vis > 0.9
     # --- training options (not in the official model; see README "Deviations") --------------------------------------
     zero_init_head: bool = False  # zero the update-former output layer so the model starts at zero motion

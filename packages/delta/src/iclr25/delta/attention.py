@@ -1,0 +1,101 @@
+"""Attention building blocks: pre-LayerNorm self/cross-attention blocks and 6x6 window attention over a grid."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int, context_dim: int | None = None):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.kv = nn.Linear(context_dim or dim, 2 * dim, bias=False)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, mask: torch.Tensor | None = None):
+        """x [M, L, D], context [M, Lc, Dc]; mask [M, Lc] bool (True = attend) masks keys."""
+        ctx = x if context is None else context
+        m, n, d = x.shape
+        q = self.q(x).reshape(m, n, self.heads, -1).transpose(1, 2)
+        k, v = self.kv(ctx).reshape(m, ctx.shape[1], 2, self.heads, -1).permute(2, 0, 3, 1, 4)
+        attn_mask = None if mask is None else mask[:, None, None, :]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        return self.proj(out.transpose(1, 2).reshape(m, n, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim: int, ratio: float):
+        super().__init__()
+        hidden = int(dim * ratio)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+class AttnBlock(nn.Module):
+    """x + Attn(LN(x)); x + MLP(LN(x)); LayerNorms without affine parameters (official)."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(dim, heads)
+        self.mlp = Mlp(dim, mlp_ratio)
+
+    def forward(self, x, mask=None):
+        x = x + self.attn(self.norm1(x), mask=mask)
+        return x + self.mlp(self.norm2(x))
+
+
+class CrossAttnBlock(nn.Module):
+    """x + Attn(LN(x), LN_ctx(context)); x + MLP(LN(x)); the context LayerNorm has affine parameters (official)."""
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.norm_ctx = nn.LayerNorm(dim)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(dim, heads)
+        self.mlp = Mlp(dim, mlp_ratio)
+
+    def forward(self, x, context, mask=None):
+        x = x + self.attn(self.norm1(x), self.norm_ctx(context), mask=mask)
+        return x + self.mlp(self.norm2(x))
+
+
+def grid_to_windows(x: torch.Tensor, hw: tuple[int, int], size: int):
+    """[M, h*w, D] -> ([M*nw, size*size, D], valid mask [M*nw, size*size]); the grid is zero-padded to multiples of
+    ``size`` and the padded tokens are marked invalid."""
+    m, _, d = x.shape
+    h, w = hw
+    ph, pw = -h % size, -w % size
+    g = F.pad(x.reshape(m, h, w, d), (0, 0, 0, pw, 0, ph))
+    valid = F.pad(torch.ones(1, h, w, device=x.device, dtype=torch.bool), (0, pw, 0, ph))
+    hh, ww = (h + ph) // size, (w + pw) // size
+
+    def split(t):
+        t = t.reshape(t.shape[0], hh, size, ww, size, *t.shape[3:]).transpose(2, 3)
+        return t.reshape(t.shape[0] * hh * ww, size * size, *t.shape[5:])
+
+    return split(g), split(valid.expand(m, -1, -1))
+
+
+def windows_to_grid(x: torch.Tensor, m: int, hw: tuple[int, int], size: int) -> torch.Tensor:
+    """Inverse of ``grid_to_windows`` (padding dropped): [M*nw, size*size, D] -> [M, h*w, D]."""
+    h, w = hw
+    hh, ww = -(-h // size), -(-w // size)
+    d = x.shape[-1]
+    g = x.reshape(m, hh, ww, size, size, d).transpose(2, 3).reshape(m, hh * size, ww * size, d)
+    return g[:, :h, :w].reshape(m, h * w, d)
+
+
+def window_attention(block: AttnBlock, x: torch.Tensor, hw: tuple[int, int], size: int) -> torch.Tensor:
+    """Apply ``block`` within non-overlapping ``size`` x ``size`` windows of the token grid ``x`` [M, h*w, D]."""
+    win, valid = grid_to_windows(x, hw, size)
+    out = block(win, mask=valid)
+    return windows_to_grid(out, x.shape[0], hw, size)

@@ -1,0 +1,72 @@
+"""EfficientUpdateFormer: time attention, virtual tokens, anchor-only global attention and 6x6 local attention."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from .attention import AttnBlock, CrossAttnBlock, window_attention
+
+
+class EfficientUpdateFormer(nn.Module):
+    """Transformer over track tokens [B, N, S, D_in] (N = n_sparse sparse/anchor tokens first, then a dense h x w grid).
+
+    Each of ``depth`` blocks runs, in order: (1) time self-attention of every track and virtual token over the S
+    frames; (2) virtual <- point cross-attention per frame, whose keys are only the sparse (anchor) tokens in efficient
+    mode and all real tokens otherwise; (3) virtual self-attention; (4) local self-attention of the dense tokens in
+    non-overlapping ``window`` x ``window`` cells of the grid (padding masked); (5) point <- virtual cross-attention.
+    """
+
+    def __init__(self, cfg, input_dim: int, output_dim: int):
+        super().__init__()
+        d, heads, r = cfg.hidden_size, cfg.num_heads, cfg.mlp_ratio
+        self.window = cfg.local_window
+        self.input_transform = nn.Linear(input_dim, d)
+        self.virtual_tracks = nn.Parameter(torch.randn(1, cfg.num_virtual_tracks, 1, d))
+        self.time_blocks = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        self.virtual_from_points = nn.ModuleList([CrossAttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        self.virtual_self = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        self.local_blocks = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        self.points_from_virtual = nn.ModuleList([CrossAttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        self.flow_head = nn.Linear(d, output_dim)
+        self._init(cfg.zero_init_head)
+
+    def _init(self, zero_head: bool) -> None:
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        if zero_head:
+            nn.init.zeros_(self.flow_head.weight)
+        else:
+            nn.init.trunc_normal_(self.flow_head.weight, std=0.001)
+        nn.init.zeros_(self.flow_head.bias)
+
+    def forward(
+        self, tokens: torch.Tensor, n_sparse: int, dense_hw: tuple[int, int] | None, efficient: bool
+    ) -> torch.Tensor:
+        b, n, s, _ = tokens.shape
+        n_dense = 0 if dense_hw is None else dense_hw[0] * dense_hw[1]
+        if n_sparse + n_dense != n:
+            raise ValueError(f"token count {n} != n_sparse {n_sparse} + dense {n_dense}")
+        x = self.input_transform(tokens)
+        v = self.virtual_tracks.expand(b, -1, s, -1)
+        nv = v.shape[1]
+        x = torch.cat([x, v], 1)  # B, N+V, S, D
+        d = x.shape[-1]
+        use_anchor_keys = efficient and n_sparse > 0
+        for i in range(len(self.time_blocks)):
+            x = self.time_blocks[i](x.reshape(b * (n + nv), s, d)).reshape(b, n + nv, s, d)
+            frames = x.transpose(1, 2)  # B, S, N+V, D
+            pts, vt = frames[:, :, :n], frames[:, :, n:]
+            keys = pts[:, :, :n_sparse] if use_anchor_keys else pts
+            vt = self.virtual_from_points[i](vt.reshape(b * s, nv, d), keys.reshape(b * s, -1, d))
+            vt = self.virtual_self[i](vt)
+            pts = pts.reshape(b * s, n, d)
+            if n_dense:
+                dense = window_attention(self.local_blocks[i], pts[:, n_sparse:], dense_hw, self.window)
+                pts = torch.cat([pts[:, :n_sparse], dense], 1)
+            pts = self.points_from_virtual[i](pts, vt)
+            x = torch.cat([pts.reshape(b, s, n, d), vt.reshape(b, s, nv, d)], 2).transpose(1, 2)
+        return self.flow_head(x[:, :n])
