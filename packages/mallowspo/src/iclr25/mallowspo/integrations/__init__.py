@@ -1,0 +1,1 @@
+"""Optional integrations. ``iclr25.mallowspo.integrations.trl`` needs the ``[trl]`` extra (trl, datasets)."""
