@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from iclr25.shared.testing import KernelConformance
 
 from iclr25.delta.kernels import convex_upsample_reference, corr4d_local_reference, local_corr4d, upsample_convex
+from iclr25.shared.testing import KernelConformance
 
 torch.set_num_threads(1)
 
@@ -18,7 +18,9 @@ def _corr_inputs(b, t, h, w, c, n, r, dtype=torch.float32, device="cpu", integer
         xy = torch.stack([torch.randint(0, w, (b, t, n), generator=g), torch.randint(0, h, (b, t, n), generator=g)], -1)
         coords = xy.to(dtype)
     else:  # include positions outside the map to exercise border padding
-        coords = torch.stack([torch.rand(b, t, n, generator=g) * (w + 3) - 1.5, torch.rand(b, t, n, generator=g) * (h + 3) - 1.5], -1)
+        coords = torch.stack(
+            [torch.rand(b, t, n, generator=g) * (w + 3) - 1.5, torch.rand(b, t, n, generator=g) * (h + 3) - 1.5], -1
+        )
         coords = coords.to(dtype)
     supp = torch.randn(b, n, (2 * r + 1) ** 2, c, generator=g, dtype=dtype).to(device).requires_grad_(True)
     return fmap, coords.to(device), supp, r
@@ -80,7 +82,12 @@ def test_corr4d_subpixel_matches_manual_bilinear():
         tx, ty = x + k // p - r, y + k % p - r
         x0, y0 = math.floor(tx), math.floor(ty)
         wx, wy = tx - x0, ty - y0
-        v = (1 - wx) * (1 - wy) * f[y0, x0] + wx * (1 - wy) * f[y0, x0 + 1] + (1 - wx) * wy * f[y0 + 1, x0] + wx * wy * f[y0 + 1, x0 + 1]
+        v = (
+            (1 - wx) * (1 - wy) * f[y0, x0]
+            + wx * (1 - wy) * f[y0, x0 + 1]
+            + (1 - wx) * wy * f[y0 + 1, x0]
+            + wx * wy * f[y0 + 1, x0 + 1]
+        )
         manual[k] = supp.detach()[0, 0] @ v / math.sqrt(3)
     tri = local_corr4d(fmap, coords, supp, r, backend="triton").detach()[0, 0, 0]
     assert torch.allclose(tri, manual, atol=1e-5)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import torch
+
 from iclr25.shared import atomic_write
 
 from .config import DeltaConfig
@@ -67,7 +68,9 @@ def load_state_dict_checked(model: DeltaModel, sd: dict) -> None:
     own = model.state_dict()
     missing = sorted(set(own) - set(sd))
     unexpected = sorted(set(sd) - set(own))
-    shapes = [f"{k}: {tuple(sd[k].shape)} vs {tuple(own[k].shape)}" for k in own if k in sd and sd[k].shape != own[k].shape]
+    shapes = [
+        f"{k}: {tuple(sd[k].shape)} vs {tuple(own[k].shape)}" for k in own if k in sd and sd[k].shape != own[k].shape
+    ]
     if missing or unexpected or shapes:
         raise ValueError(
             f"state dict does not match the model: {len(missing)} missing (e.g. {missing[:5]}), "

@@ -79,7 +79,7 @@ class DeltaConfig:
     def upsample_dim(self) -> int:
         return self.upsample_heads * self.upsample_head_dim
 
-    def validate(self) -> "DeltaConfig":
+    def validate(self) -> DeltaConfig:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size={self.hidden_size} must be divisible by num_heads={self.num_heads}")
         if self.upsample_dim != self.latent_dim + self.upsample_flow_dim:
@@ -100,12 +100,12 @@ class DeltaConfig:
         return self
 
     @classmethod
-    def paper(cls) -> "DeltaConfig":
+    def paper(cls) -> DeltaConfig:
         """The official configuration (384x512, 6 blocks, hidden 384, window 16, r=3)."""
         return cls().validate()
 
     @classmethod
-    def tiny(cls) -> "DeltaConfig":
+    def tiny(cls) -> DeltaConfig:
         """A CPU-sized preset with the same architecture (used by tests, demo and the CPU training run)."""
         return cls(
             model_resolution=None,
@@ -127,14 +127,37 @@ class DeltaConfig:
             upsample_flow_dim=16,
         ).validate()
 
-    def replace(self, **kwargs) -> "DeltaConfig":
+    @classmethod
+    def micro(cls) -> DeltaConfig:
+        """The smallest preset with every architectural piece (unit tests and the CPU speed comparison)."""
+        return cls.tiny().replace(
+            encoder_dims=(8, 8, 16, 16),
+            latent_dim=16,
+            corr_radius=1,
+            corr_mlp_channels=(16, 16, 16),
+            pos_emb_freqs=8,
+            hidden_size=32,
+            num_heads=2,
+            num_blocks=1,
+            num_virtual_tracks=4,
+            anchor_grid=(2, 2),
+            window_len=4,
+            train_iters=2,
+            eval_iters=2,
+            upsample_heads=2,
+            upsample_head_dim=12,
+            upsample_flow_dim=8,
+            upsample_blocks=1,
+        )
+
+    def replace(self, **kwargs) -> DeltaConfig:
         return dataclasses.replace(self, **kwargs).validate()
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "DeltaConfig":
+    def from_dict(cls, d: dict) -> DeltaConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:

@@ -50,7 +50,7 @@ class TransformersDepth:
         self.input_size = input_size
 
     @classmethod
-    def from_pretrained(cls, path: str, **kwargs) -> "TransformersDepth":
+    def from_pretrained(cls, path: str, **kwargs) -> TransformersDepth:
         from transformers import AutoModelForDepthEstimation
 
         return cls(AutoModelForDepthEstimation.from_pretrained(path), **kwargs)

@@ -42,7 +42,8 @@ class ModelOutput:
     depth: torch.Tensor  # [B, T, N]
     vis_logit: torch.Tensor  # [B, T, N]
     conf_logit: torch.Tensor  # [B, T, N]
-    n_sparse: int
+    n_sparse: int  # anchors + sparse queries (the dense grid starts here)
+    n_anchor: int  # anchors come first; in efficient mode only they feed the virtual tokens
     dense_hw: tuple[int, int] | None
     dense_origin: tuple[int, int] | None  # (y0, x0) of the dense crop in H/4 cells
     windows: list = field(default_factory=list)
@@ -113,12 +114,14 @@ class DeltaModel(nn.Module):
         corr_chunk: int | None = None,
         keep_windows: bool = False,
         progress=None,
+        with_anchors: bool | None = None,
     ) -> ModelOutput:
         """video [B, T, 3, H, W] (0..255), depth [B, T, H, W] metres; sparse_queries [B, N, 3] (t, x, y) pixels.
 
-        Dense mode adds one track per H/4 cell of the frame-0 grid (or of ``dense_crop`` = (y0, x0, hc, wc) cells) and,
-        when no sparse queries are given, the anchor grid. ``efficient`` (default: not training) restricts the
-        virtual-token global attention to the sparse/anchor tracks.
+        Dense mode adds one track per H/4 cell of the frame-0 grid (or of ``dense_crop`` = (y0, x0, hc, wc) cells).
+        ``with_anchors`` (default: dense and no sparse queries) prepends the anchor grid; ``efficient`` (default: not
+        training) restricts the virtual tokens' global attention to the anchors, which makes every other track
+        independent of the others (so sparse queries can be processed in chunks with identical results).
         """
         cfg = self.cfg
         b, t, _, hh, ww = video.shape
@@ -131,10 +134,12 @@ class DeltaModel(nn.Module):
         depth_low = depth[:, :, ::4, ::4][:, :, :h, :w]
 
         # ---- queries: sparse (given or anchors) first, then the dense grid --------------------------------------------
-        if sparse_queries is None and dense:
-            sparse_queries = anchor_queries(cfg.anchor_grid, hh, ww, b, dev, dt)
-        if sparse_queries is None:
-            sparse_queries = video.new_zeros(b, 0, 3)
+        with_anchors = (dense and sparse_queries is None) if with_anchors is None else with_anchors
+        anchors = anchor_queries(cfg.anchor_grid, hh, ww, b, dev, dt) if with_anchors else video.new_zeros(b, 0, 3)
+        n_anchor = anchors.shape[1]
+        if sparse_queries is not None:
+            anchors = torch.cat([anchors, sparse_queries.to(dt)], 1)
+        sparse_queries = anchors
         n_sparse = sparse_queries.shape[1]
         q_t = sparse_queries[..., 0].round().long().clamp(0, t - 1)
         q_xy = sparse_queries[..., 1:] / 4.0
@@ -207,19 +212,23 @@ class DeltaModel(nn.Module):
                     -1,
                 )
                 tokens = tokens + pos[:, None] + self.time_emb[None, :s, None].to(dt)
-                delta = self.updater(tokens.transpose(1, 2), n_sparse, dense_hw, efficient).transpose(1, 2)
+                delta = self.updater(tokens.transpose(1, 2), n_sparse, dense_hw, efficient, n_anchor).transpose(1, 2)
                 dfeat = delta[..., 3:]
                 feat = feat + F.gelu(self.feat_update(self.feat_norm(dfeat.reshape(-1, dfeat.shape[-1])))).reshape(
                     feat.shape
                 )
                 c = c + delta[..., :2]
-                dd = dd * torch.exp(cfg.depth_update_scale * delta[..., 2].clamp(-cfg.depth_update_clamp, cfg.depth_update_clamp))
+                dd = dd * torch.exp(
+                    cfg.depth_update_scale * delta[..., 2].clamp(-cfg.depth_update_clamp, cfg.depth_update_clamp)
+                )
                 it_coords.append(c)
                 it_depth.append(dd)
             vis_w = self.vis_head(feat)[..., 0]
             conf_w = self.conf_head(feat)[..., 0]
             if wi == 0 and dense:
-                up_w = self._upsample_weights(feat[:, 0, n_sparse:], c[:, :, n_sparse:], q_xy[:, n_sparse:], dense_hw, w)
+                up_w = self._upsample_weights(
+                    feat[:, 0, n_sparse:], c[:, :, n_sparse:], q_xy[:, n_sparse:], dense_hw, w
+                )
             if keep_windows:
                 windows.append(WindowOutput(s0, it_coords, it_depth, vis_w, conf_w))
             with torch.no_grad():
@@ -236,6 +245,7 @@ class DeltaModel(nn.Module):
             vis_logit=vis[:, :t],
             conf_logit=conf[:, :t],
             n_sparse=n_sparse,
+            n_anchor=n_anchor,
             dense_hw=dense_hw,
             dense_origin=origin,
             windows=windows,
@@ -298,4 +308,3 @@ def anchor_queries(grid: tuple[int, int], height: int, width: int, batch: int, d
     yy, xx = torch.meshgrid(ys, xs, indexing="ij")
     q = torch.stack([torch.zeros_like(xx), xx, yy], -1).reshape(1, -1, 3)
     return q.expand(batch, -1, -1).clone()
-

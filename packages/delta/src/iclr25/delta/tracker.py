@@ -99,7 +99,7 @@ class DeltaTracker:
         self.memory_budget_gb = float(memory_budget_gb)
 
     @classmethod
-    def from_checkpoint(cls, path, device="cpu", **kwargs) -> "DeltaTracker":
+    def from_checkpoint(cls, path, device="cpu", **kwargs) -> DeltaTracker:
         from .checkpoint import load_checkpoint
 
         return cls(model=load_checkpoint(path, map_location=device), device=device, **kwargs)
@@ -168,6 +168,7 @@ class DeltaTracker:
                 parts = [(buv, uv), (bdep, dep), (bvis, vis), (bconf, conf)]
                 uv, dep, vis, conf = (torch.cat([bx.flip(0)[:q], fx], 0) for bx, fx in parts)
             else:  # frames before the query: the query position, marked occluded
+
                 def rep(x):
                     return x[:1].expand(q, *x.shape[1:])
 
@@ -194,8 +195,12 @@ class DeltaTracker:
     def _run_sparse(self, v, d, queries, iters, chunk):
         outs = []
         for i in range(0, queries.shape[0], chunk):
-            o = self.model(v, d, sparse_queries=queries[None, i : i + chunk], iters=iters, dense=False, backend=self.backend)
-            outs.append((o.coords[0], o.depth[0], o.vis_logit[0], o.conf_logit[0]))
+            o = self.model(
+                v, d, sparse_queries=queries[None, i : i + chunk], iters=iters, dense=False, backend=self.backend,
+                with_anchors=True, efficient=True,
+            )  # fmt: skip
+            sl = slice(o.n_anchor, o.n_sparse)  # drop the anchor (support) tracks
+            outs.append((o.coords[0, :, sl], o.depth[0, :, sl], o.vis_logit[0, :, sl], o.conf_logit[0, :, sl]))
         return [torch.cat(x, 1) for x in zip(*outs)]
 
     @torch.no_grad()
@@ -211,7 +216,11 @@ class DeltaTracker:
         chunk: int | None = None,
     ) -> SparseTracks:
         """Track query points ``queries`` [N, 3] (t, x, y) pixels (a 4th column, a query depth, is ignored: the model
-        reads the query depth from ``depth``). Frames before each query frame come from a backward pass."""
+        reads the query depth from ``depth``). Frames before each query frame come from a backward pass.
+
+        Every chunk of queries is tracked together with the anchor grid in efficient mode, so a query's result does
+        not depend on which other queries share its chunk (the memory budget never changes the answer).
+        """
         v, d, (h, w), (mh, mw) = self._prepare(video, depth)
         t = v.shape[1]
         q = _as_tensor(queries, "queries").to(self.device, torch.float32)
@@ -230,7 +239,7 @@ class DeltaTracker:
             qb = q.clone()
             qb[:, 0] = (t - 1) - q[:, 0]
             bxy, bdep, bvis, bconf = self._run_sparse(v.flip(1), d.flip(1), qb, iters, chunk)
-            before = (torch.arange(t, device=q.device)[:, None] < qt[None, :])
+            before = torch.arange(t, device=q.device)[:, None] < qt[None, :]
             xy = torch.where(before[..., None], bxy.flip(0), xy)
             dep, vis, conf = (torch.where(before, b.flip(0), f) for b, f in ((bdep, dep), (bvis, vis), (bconf, conf)))
         xy = xy.clone()

@@ -12,8 +12,8 @@ class EfficientUpdateFormer(nn.Module):
     """Transformer over track tokens [B, N, S, D_in] (N = n_sparse sparse/anchor tokens first, then a dense h x w grid).
 
     Each of ``depth`` blocks runs, in order: (1) time self-attention of every track and virtual token over the S
-    frames; (2) virtual <- point cross-attention per frame, whose keys are only the sparse (anchor) tokens in efficient
-    mode and all real tokens otherwise; (3) virtual self-attention; (4) local self-attention of the dense tokens in
+    frames; (2) virtual <- point cross-attention per frame, whose keys are only the anchor tokens in efficient mode and all
+    real tokens otherwise; (3) virtual self-attention; (4) local self-attention of the dense tokens in
     non-overlapping ``window`` x ``window`` cells of the grid (padding masked); (5) point <- virtual cross-attention.
     """
 
@@ -44,8 +44,14 @@ class EfficientUpdateFormer(nn.Module):
         nn.init.zeros_(self.flow_head.bias)
 
     def forward(
-        self, tokens: torch.Tensor, n_sparse: int, dense_hw: tuple[int, int] | None, efficient: bool
+        self,
+        tokens: torch.Tensor,
+        n_sparse: int,
+        dense_hw: tuple[int, int] | None,
+        efficient: bool,
+        n_anchor: int | None = None,
     ) -> torch.Tensor:
+        """``n_anchor`` (default ``n_sparse``): the first tokens, the only keys of virtual tokens in efficient mode."""
         b, n, s, _ = tokens.shape
         n_dense = 0 if dense_hw is None else dense_hw[0] * dense_hw[1]
         if n_sparse + n_dense != n:
@@ -55,12 +61,13 @@ class EfficientUpdateFormer(nn.Module):
         nv = v.shape[1]
         x = torch.cat([x, v], 1)  # B, N+V, S, D
         d = x.shape[-1]
-        use_anchor_keys = efficient and n_sparse > 0
+        n_anchor = n_sparse if n_anchor is None else n_anchor
+        use_anchor_keys = efficient and n_anchor > 0
         for i in range(len(self.time_blocks)):
             x = self.time_blocks[i](x.reshape(b * (n + nv), s, d)).reshape(b, n + nv, s, d)
             frames = x.transpose(1, 2)  # B, S, N+V, D
             pts, vt = frames[:, :, :n], frames[:, :, n:]
-            keys = pts[:, :, :n_sparse] if use_anchor_keys else pts
+            keys = pts[:, :, :n_anchor] if use_anchor_keys else pts
             vt = self.virtual_from_points[i](vt.reshape(b * s, nv, d), keys.reshape(b * s, -1, d))
             vt = self.virtual_self[i](vt)
             pts = pts.reshape(b * s, n, d)

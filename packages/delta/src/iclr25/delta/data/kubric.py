@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
 from iclr25.shared import atomic_write
 
 

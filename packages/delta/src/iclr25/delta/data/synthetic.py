@@ -209,7 +209,9 @@ def render_synthetic_clip(
     rng = np.random.default_rng(seed)
     K = default_intrinsics(height, width) if intrinsics is None else np.asarray(intrinsics, np.float64)
     bg_depth = rng.uniform(6.0, 9.0)
-    background = _make(rng, PLANE, np.array([np.inf, np.inf]), np.array([0.0, 0.0, bg_depth]), 0.5 * speed * bg_depth, 0.0)
+    background = _make(
+        rng, PLANE, np.array([np.inf, np.inf]), np.array([0.0, 0.0, bg_depth]), 0.5 * speed * bg_depth, 0.0
+    )
     background.r0 = rotation(rng.normal(size=3), rng.uniform(0.0, 0.3))  # a slightly tilted wall facing the camera
     background.vel[2] = 0.0
     objects = [background] + [

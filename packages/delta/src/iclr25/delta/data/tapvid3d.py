@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+
 from iclr25.shared import atomic_write
 
 REQUIRED = ("images_jpeg_bytes", "queries_xyt", "tracks_XYZ", "visibility", "fx_fy_cx_cy")
@@ -33,7 +34,9 @@ class TapVid3DSample:
 
 
 def encode_jpeg(frame_chw: np.ndarray, quality: int = 95) -> bytes:
-    ok, buf = cv2.imencode(".jpg", np.ascontiguousarray(frame_chw.transpose(1, 2, 0)[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    ok, buf = cv2.imencode(
+        ".jpg", np.ascontiguousarray(frame_chw.transpose(1, 2, 0)[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, quality]
+    )
     if not ok:
         raise ValueError("JPEG encoding failed")
     return buf.tobytes()

@@ -7,6 +7,7 @@ Triton modules are imported lazily, only when the Triton path is chosen, so that
 from __future__ import annotations
 
 import torch
+
 from iclr25.shared import resolve_backend
 
 from .reference import convex_upsample_reference, corr4d_local_reference
@@ -58,9 +59,7 @@ def upsample_convex(
         raise ValueError(f"expected x [B,C,h,w] and weights [B,K^2,H,W], got {tuple(x.shape)}, {tuple(weights.shape)}")
     b, _, h, w = x.shape
     if weights.shape != (b, kernel * kernel, h * factor, w * factor):
-        raise ValueError(
-            f"weights shape {tuple(weights.shape)} must be {(b, kernel * kernel, h * factor, w * factor)}"
-        )
+        raise ValueError(f"weights shape {tuple(weights.shape)} must be {(b, kernel * kernel, h * factor, w * factor)}")
     if resolve_backend(x, backend) == "triton":
         from .convex_upsample import convex_upsample_triton
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from iclr25.shared import next_power_of_2
 
 
@@ -37,10 +38,14 @@ def _convex_fwd_kernel(
         sx = ix + k % K - K // 2
         inside = pmask & (sy >= 0) & (sy < h) & (sx >= 0) & (sx < w)
         wk = tl.load(wb + k * npix + p, mask=pmask, other=0.0).to(tl.float32)
-        xv = tl.load(xb + cc[None, :] * (h * w) + (sy * w + sx)[:, None], mask=inside[:, None] & cmask[None, :], other=0.0)
+        xv = tl.load(
+            xb + cc[None, :] * (h * w) + (sy * w + sx)[:, None], mask=inside[:, None] & cmask[None, :], other=0.0
+        )
         acc += wk[:, None] * xv.to(tl.float32)
     ob = out_ptr + b.to(tl.int64) * C * npix
-    tl.store(ob + cc[None, :] * npix + p[:, None], acc.to(out_ptr.dtype.element_ty), mask=pmask[:, None] & cmask[None, :])
+    tl.store(
+        ob + cc[None, :] * npix + p[:, None], acc.to(out_ptr.dtype.element_ty), mask=pmask[:, None] & cmask[None, :]
+    )
 
 
 @triton.jit
@@ -66,7 +71,9 @@ def _convex_bwd_w_kernel(
         for c0 in range(0, C, BLOCK_C):
             cc = c0 + tl.arange(0, BLOCK_C)
             cmask = cc < C
-            xv = tl.load(xb + cc[None, :] * (h * w) + (sy * w + sx)[:, None], mask=inside[:, None] & cmask[None, :], other=0.0)
+            xv = tl.load(
+                xb + cc[None, :] * (h * w) + (sy * w + sx)[:, None], mask=inside[:, None] & cmask[None, :], other=0.0
+            )
             gv = tl.load(gb + cc[None, :] * npix + p[:, None], mask=pmask[:, None] & cmask[None, :], other=0.0)
             acc += tl.sum(xv.to(tl.float32) * gv.to(tl.float32), axis=1)
         tl.store(gw_ptr + b.to(tl.int64) * K * K * npix + k * npix + p, acc, mask=pmask)

@@ -16,6 +16,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+
 from iclr25.shared import next_power_of_2
 
 

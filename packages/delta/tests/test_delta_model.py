@@ -1,0 +1,156 @@
+"""Model oracles: log-depth scale equivariance, global-local attention locality, window attention, sliding windows."""
+
+import pytest
+import torch
+
+from iclr25.delta import DeltaConfig
+from iclr25.delta.attention import AttnBlock, window_attention
+from iclr25.delta.model import DeltaModel
+from iclr25.delta.update_former import EfficientUpdateFormer
+
+
+def micro_config(**kw):
+    return DeltaConfig.micro().replace(**kw)
+
+
+def random_video(t=4, h=32, w=32, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    video = (torch.rand(1, t, 3, h, w, generator=g) * 255).to(dtype)
+    depth = (1.0 + 2.0 * torch.rand(1, t, h, w, generator=g)).to(dtype)
+    return video, depth
+
+
+torch.set_num_threads(1)
+
+
+def test_depth_scale_equivariance_float64():
+    torch.manual_seed(0)
+    model = DeltaModel(micro_config()).double().eval()
+    video, depth = random_video(t=6, dtype=torch.float64)
+    with torch.no_grad():
+        a = model(video, depth)
+        b = model(video, 3.7 * depth)
+    assert torch.allclose(a.dense["uv"], b.dense["uv"], atol=1e-8)
+    assert torch.allclose(3.7 * a.dense["depth"], b.dense["depth"], rtol=1e-8)
+    assert torch.allclose(a.dense["vis_logit"], b.dense["vis_logit"], atol=1e-8)
+    assert torch.allclose(a.dense["conf_logit"], b.dense["conf_logit"], atol=1e-8)
+    assert torch.allclose(3.7 * a.depth, b.depth, rtol=1e-8)
+    # a model that fed raw depth would not be equivariant: the depth ratio tokens are what make this hold
+    assert not torch.allclose(a.dense["depth"], b.dense["depth"])
+
+
+def _former_and_tokens(efficient_seed=0):
+    torch.manual_seed(efficient_seed)
+    cfg = micro_config(num_blocks=2)
+    former = EfficientUpdateFormer(cfg, input_dim=12, output_dim=5).double().eval()
+    n_sparse, hw, s = 3, (7, 8), 4  # 7x8 grid -> 2x2 windows of 6x6 with padding
+    tokens = torch.randn(1, n_sparse + hw[0] * hw[1], s, 12, dtype=torch.float64)
+    return former, tokens, n_sparse, hw
+
+
+def _window_id(n_sparse, hw, size=6):
+    ids = []
+    for i in range(hw[0]):
+        for j in range(hw[1]):
+            ids.append((i // size) * 100 + j // size)
+    return torch.tensor(ids)
+
+
+def test_efficient_mode_locality():
+    former, tokens, n_sparse, hw = _former_and_tokens()
+    perturbed = tokens.clone()
+    target = n_sparse + 0  # dense token at grid (0, 0): window (0, 0)
+    perturbed[0, target, 1] += 5.0
+    with torch.no_grad():
+        a = former(tokens, n_sparse, hw, efficient=True)
+        b = former(perturbed, n_sparse, hw, efficient=True)
+    win = _window_id(n_sparse, hw)
+    other = n_sparse + torch.nonzero(win != win[0]).flatten()
+    same = n_sparse + torch.nonzero(win == win[0]).flatten()
+    assert torch.equal(a[0, other], b[0, other]), "dense tokens in other windows must be bit-identical"
+    assert torch.equal(a[0, :n_sparse], b[0, :n_sparse]), "anchors must not see a perturbed dense token"
+    assert not torch.allclose(a[0, same], b[0, same])
+    # perturbing an anchor reaches every dense token through the virtual tokens
+    pa = tokens.clone()
+    pa[0, 0, 1] += 5.0
+    with torch.no_grad():
+        c = former(pa, n_sparse, hw, efficient=True)
+    assert not torch.allclose(a[0, other], c[0, other])
+
+
+def test_training_mode_is_global():
+    former, tokens, n_sparse, hw = _former_and_tokens()
+    perturbed = tokens.clone()
+    perturbed[0, n_sparse, 1] += 5.0
+    with torch.no_grad():
+        a = former(tokens, n_sparse, hw, efficient=False)
+        b = former(perturbed, n_sparse, hw, efficient=False)
+    win = _window_id(n_sparse, hw)
+    other = n_sparse + torch.nonzero(win != win[0]).flatten()
+    assert not torch.allclose(a[0, other], b[0, other])
+    assert not torch.allclose(a[0, :n_sparse], b[0, :n_sparse])
+
+
+@pytest.mark.parametrize("hw", [(6, 6), (7, 13), (1, 1), (12, 5)])
+def test_window_attention_equals_block_diagonal_full_attention(hw):
+    torch.manual_seed(1)
+    block = AttnBlock(16, 2, 4.0).double().eval()
+    x = torch.randn(3, hw[0] * hw[1], 16, dtype=torch.float64)
+    out = window_attention(block, x, hw, 6)
+    win = _window_id(0, hw)
+    mask = (win[:, None] == win[None, :])[None].expand(3, -1, -1)
+    # full attention over all tokens with a block-diagonal (same-window) mask, written out by hand
+    full = torch.empty_like(x)
+    xi = block.norm1(x)
+    for i in range(x.shape[1]):
+        q = block.attn.q(xi[:, i : i + 1]).reshape(3, 1, 2, -1).transpose(1, 2)
+        k, v = block.attn.kv(xi).reshape(3, -1, 2, 2, 8).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-1, -2)) / 8**0.5
+        att = att.masked_fill(~mask[:, i][:, None, None, :], float("-inf")).softmax(-1)
+        y = x[:, i : i + 1] + block.attn.proj((att @ v).transpose(1, 2).reshape(3, 1, 16))
+        full[:, i : i + 1] = y + block.mlp(block.norm2(y))
+    assert torch.allclose(out, full, atol=1e-10)
+
+
+def test_short_video_equals_single_padded_window():
+    torch.manual_seed(0)
+    model = DeltaModel(micro_config()).eval()
+    video, depth = random_video(t=3)
+    padded_v = torch.cat([video, video[:, -1:]], 1)  # window_len 4: pad by repeating the last frame
+    padded_d = torch.cat([depth, depth[:, -1:]], 1)
+    with torch.no_grad():
+        a = model(video, depth)
+        b = model(padded_v, padded_d)
+    assert a.dense["uv"].shape[1] == 3
+    assert torch.allclose(a.dense["uv"], b.dense["uv"][:, :3], atol=1e-5)
+    assert torch.allclose(a.dense["depth"], b.dense["depth"][:, :3], atol=1e-5)
+
+
+def test_sliding_windows_first_frames_and_padding():
+    torch.manual_seed(0)
+    model = DeltaModel(micro_config()).eval()
+    video, depth = random_video(t=7)  # window 4, step 2 -> 3 windows, padded to 8 frames
+    with torch.no_grad():
+        long = model(video, depth)
+        short = model(video[:, :4], depth[:, :4])
+    assert long.dense["uv"].shape == (1, 7, 32, 32, 2)
+    for k in ("uv", "depth", "vis_logit", "conf_logit"):
+        assert torch.isfinite(long.dense[k]).all()
+    # frames before the first window's step are only produced by window 0, which sees only the first 4 frames
+    assert torch.allclose(long.dense["uv"][:, :2], short.dense["uv"][:, :2], atol=1e-5)
+    assert not torch.allclose(long.dense["uv"][:, 2:4], short.dense["uv"][:, 2:4])
+
+
+def test_model_backward_and_zero_init_head_is_zero_motion():
+    torch.manual_seed(0)
+    model = DeltaModel(micro_config(zero_init_head=True)).train()
+    video, depth = random_video(t=4)
+    out = model(video, depth, keep_windows=True)
+    h, w = 8, 8
+    grid = torch.stack(torch.meshgrid(torch.arange(w * 1.0), torch.arange(h * 1.0), indexing="xy"), -1) * 4
+    assert torch.allclose(out.coords[0, :, out.n_sparse :], grid.reshape(1, -1, 2).expand(4, -1, -1))
+    loss = out.windows[0].coords[-1].sum() + out.dense["uv"].sum() + out.windows[0].vis_logit.sum()
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+    assert model.updater.flow_head.weight.grad.abs().sum() > 0

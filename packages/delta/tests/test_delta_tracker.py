@@ -1,0 +1,129 @@
+"""Public tracker API: shapes, input validation, backward tracking, checkpoints (ours and the official layout)."""
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.delta import DeltaConfig, DeltaModel, DeltaTracker, render_synthetic_clip
+from iclr25.delta.checkpoint import OFFICIAL_PREFIXES, load_checkpoint, save_checkpoint
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def clip():
+    return render_synthetic_clip(seed=1, num_frames=5, height=32, width=48)
+
+
+@pytest.fixture(scope="module")
+def tracker():
+    torch.manual_seed(0)
+    return DeltaTracker(DeltaConfig.micro())
+
+
+def test_dense_track_shapes_and_xyz(tracker, clip):
+    res = tracker.track(clip.video, clip.depth, intrinsics=clip.K)
+    assert res.uv.shape == (5, 32, 48, 2) and res.depth.shape == (5, 32, 48) and res.xyz.shape == (5, 32, 48, 3)
+    assert res.visibility.dtype == torch.bool and res.confidence.shape == (5, 32, 48)
+    fx, fy, cx, cy = clip.intrinsics
+    assert torch.allclose(res.xyz[..., 0], (res.uv[..., 0] - cx) / fx * res.depth, atol=1e-4)
+    assert torch.allclose(res.xyz[..., 2], res.depth)
+    # numpy input, float video in [0, 255] and a (fx, fy, cx, cy) tuple give the same answer
+    res2 = tracker.track(clip.video.astype(np.float32), clip.depth, intrinsics=clip.intrinsics)
+    assert torch.allclose(res.uv, res2.uv, atol=1e-5) and torch.allclose(res.xyz, res2.xyz, atol=1e-4)
+
+
+def test_bad_inputs_raise(tracker, clip):
+    v, d = clip.video, clip.depth
+    with pytest.raises(ValueError, match="frames"):
+        tracker.track(v, d[:4])
+    with pytest.raises(ValueError, match="positive"):
+        tracker.track(v, -d)
+    bad = d.copy()
+    bad[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        tracker.track(v, bad)
+    with pytest.raises(ValueError, match=r"\[T, 3, H, W\]"):
+        tracker.track(v[:, :2], d)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        tracker.track(v[:, :, :30], d[:, :30])
+    with pytest.raises(ValueError, match="query_frame"):
+        tracker.track(v, d, query_frame=9)
+    with pytest.raises(ValueError, match="queries"):
+        tracker.track_points(v, d, np.zeros((3, 2)))
+    with pytest.raises(TypeError):
+        tracker.track([1, 2], d)
+
+
+def test_backward_tracking_for_later_query_frame(tracker, clip):
+    q = 2
+    res = tracker.track(clip.video, clip.depth, query_frame=q)
+    fwd = tracker.track(clip.video[q:], clip.depth[q:])
+    bwd = tracker.track(clip.video[: q + 1][::-1].copy(), clip.depth[: q + 1][::-1].copy())
+    assert res.uv.shape[0] == 5 and res.query_frame == q
+    assert torch.allclose(res.uv[q:], fwd.uv, atol=1e-5)
+    assert torch.allclose(res.uv[:q], bwd.uv.flip(0)[:q], atol=1e-5)
+
+
+def test_track_points_with_backward_pass_and_chunking(tracker, clip):
+    queries = torch.tensor([[0.0, 4.0, 5.0], [3.0, 20.0, 11.0], [4.0, 40.0, 30.0]])
+    a = tracker.track_points(clip.video, clip.depth, queries)
+    b = tracker.track_points(clip.video, clip.depth, queries, chunk=1)
+    assert a.uvd.shape == (5, 3, 3) and a.visibility.shape == (5, 3)
+    assert torch.allclose(a.uvd, b.uvd, atol=1e-5)
+    assert torch.allclose(a.xyz[..., 2], a.uvd[..., 2])
+    nob = tracker.track_points(clip.video, clip.depth, queries, backward=False)
+    assert torch.allclose(a.uvd[:, 0], nob.uvd[:, 0], atol=1e-5)  # query at frame 0: no backward part
+    assert not torch.allclose(a.uvd[:3, 1], nob.uvd[:3, 1])  # query at frame 3: frames 0-2 come from the backward pass
+
+
+def test_model_resolution_resizing(clip):
+    torch.manual_seed(0)
+    tr = DeltaTracker(DeltaConfig.micro().replace(model_resolution=(16, 32)))
+    res = tr.track(clip.video, clip.depth)
+    assert res.uv.shape == (5, 32, 48, 2) and torch.isfinite(res.uv).all()
+
+
+def test_checkpoint_roundtrip_and_official_layout(tmp_path, clip):
+    torch.manual_seed(0)
+    model = DeltaModel(DeltaConfig.micro())
+    path = tmp_path / "m.pt"
+    save_checkpoint(model, path)
+    tr = DeltaTracker.from_checkpoint(path)
+    ref = DeltaTracker(model=model)
+    assert torch.equal(tr.track(clip.video, clip.depth).uv, ref.track(clip.video, clip.depth).uv)
+    assert torch.equal(DeltaTracker(str(path)).track(clip.video, clip.depth).uv, ref.track(clip.video, clip.depth).uv)
+    # an official-layout state dict: {"model": ...}, "module." prefixes, official top-level names, extra buffers
+    inverse = {v: k for k, v in OFFICIAL_PREFIXES.items()}
+    sd = {}
+    for k, v in model.state_dict().items():
+        for new in sorted(inverse, key=len, reverse=True):
+            if k.startswith(new):
+                k = inverse[new] + k[len(new) :]
+                break
+        sd["module." + k] = v
+    sd["module.time_emb"] = torch.zeros(3)
+    off = tmp_path / "official.pth"
+    torch.save({"model": sd}, off)
+    loaded = load_checkpoint(off, config=DeltaConfig.micro())
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, loaded.state_dict()[k])
+    del sd["module.fnet.stem.0.weight"]
+    torch.save(sd, off)
+    with pytest.raises(ValueError, match="missing"):
+        load_checkpoint(off, config=DeltaConfig.micro())
+    with pytest.raises(ValueError, match="not found"):
+        load_checkpoint(tmp_path / "nope.pt")
+
+
+def test_config_presets_and_validation():
+    p = DeltaConfig.paper()
+    assert p.token_dim == 1032 and p.corr_dim == 768 and p.window_len == 16 and p.hidden_size == 384
+    assert p.upsample_dim == 192 and p.window_step == 8
+    t = DeltaConfig.tiny()
+    assert t.model_resolution is None and t.hidden_size < p.hidden_size
+    assert DeltaConfig.from_dict(t.to_dict()) == t
+    with pytest.raises(ValueError):
+        DeltaConfig.paper().replace(num_heads=7)
+    with pytest.raises(ValueError):
+        DeltaConfig.from_dict({"nope": 1})
