@@ -212,8 +212,14 @@ class MallowsPOTrainer:
         gen = torch.Generator().manual_seed(self.config.seed + epoch)
         return torch.randperm(n, generator=gen).tolist()
 
-    def train(self, examples: list[dict], max_steps: int | None = None, resume: bool = True) -> list[dict]:
-        """Run the optimisation; returns one metrics dict per optimiser step (also kept in ``self.history``)."""
+    def train(
+        self, examples: list[dict], max_steps: int | None = None, resume: bool = True, stop_at: int | None = None
+    ) -> list[dict]:
+        """Run the optimisation; returns one metrics dict per optimiser step (also kept in ``self.history``).
+
+        ``max_steps`` overrides the schedule length (default: epochs x steps per epoch). ``stop_at`` ends the run
+        early after that many steps with a checkpoint, keeping the schedule (a later ``train`` call resumes it).
+        """
         cfg = self.config
         if not examples:
             raise ValueError("train needs at least one tokenised example")
@@ -228,7 +234,8 @@ class MallowsPOTrainer:
         if resume and ckpt is not None and ckpt.is_file():
             self.load_checkpoint(ckpt)
         self.model.train()
-        bar = progress(range(self.step, total), desc="mallowspo", leave=False)
+        end = total if stop_at is None else min(total, int(stop_at))
+        bar = progress(range(self.step, end), desc="mallowspo", leave=False)
         for step in bar:
             epoch, within = divmod(step, steps_per_epoch)
             order = self._order(len(examples), epoch)

@@ -1,0 +1,175 @@
+"""Trainer and data: TRL-format JSONL, tokenisation/collation, loss vs a manual computation, precompute,
+gradient accumulation, checkpoint resume."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+from iclr25.mallowspo import MallowsPOConfig, MallowsPOTrainer, mallows_theta_loss, neg_log_dispersion
+from iclr25.mallowspo.data import collate_preference, load_preference_jsonl, save_preference_jsonl, tokenize_preference
+from iclr25.mallowspo.dispersion import sequence_entropy
+from iclr25.mallowspo.logps import completion_labels, sequence_logps
+from iclr25.mallowspo.models import byte_tokenizer, tiny_causal_lm
+
+ROWS = [
+    {"prompt": "!abc:", "chosen": "aabb", "rejected": "dddde"},
+    {"prompt": "?xy:", "chosen": "ab", "rejected": "hhg"},
+    {"prompt": "!q:", "chosen": "abab", "rejected": "cc"},
+    {"prompt": "?zz:", "chosen": "bbbbb", "rejected": "ffff"},
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return byte_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def examples(tok):
+    return tokenize_preference(ROWS, tok)
+
+
+def _cfg(**kw):
+    base = dict(
+        beta=0.5,
+        reference_free=False,
+        length_normalization=False,
+        learning_rate=1e-3,
+        per_device_batch_size=2,
+        gradient_accumulation_steps=1,
+        warmup_ratio=0.0,
+        max_length=64,
+        max_prompt_length=32,
+    )
+    base.update(kw)
+    return MallowsPOConfig(**base)
+
+
+def test_jsonl_roundtrip_and_errors(tmp_path):
+    path = tmp_path / "prefs.jsonl"
+    assert save_preference_jsonl(path, ROWS) == 4
+    assert load_preference_jsonl(path) == ROWS
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "a", "chosen": "b"}) + "\n")
+    with pytest.raises(ValueError, match="bad.jsonl:1: missing keys"):
+        load_preference_jsonl(bad)
+    bad.write_text("{not json\n")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_preference_jsonl(bad)
+    with pytest.raises(FileNotFoundError):
+        load_preference_jsonl(tmp_path / "missing.jsonl")
+
+
+def test_tokenize_and_collate(tok, examples):
+    ex = examples[0]
+    assert tok.decode(ex["prompt_ids"]) == "!abc:"
+    assert ex["chosen_ids"][-1] == tok.eos_token_id and tok.decode(ex["chosen_ids"][:-1]) == "aabb"
+    batch = collate_preference(examples[:2], tok.pad_token_id)
+    assert batch["input_ids"].shape == (4, 11)  # rows: chosen0, chosen1, rejected0, rejected1
+    assert batch["completion_mask"][0].tolist() == [0] * 5 + [1] * 5 + [0]
+    assert batch["completion_mask"][2].tolist() == [0] * 5 + [1] * 6
+    assert batch["attention_mask"][1].sum().item() == 4 + 3
+    short = tokenize_preference(ROWS, tok, max_length=7, max_prompt_length=3)
+    assert all(len(e["prompt_ids"]) <= 3 and len(e["prompt_ids"]) + len(e["chosen_ids"]) <= 7 for e in short)
+
+
+def test_trainer_loss_matches_manual_computation(tok, examples):
+    model, ref = tiny_causal_lm(seed=1), tiny_causal_lm(seed=2)
+    trainer = MallowsPOTrainer(model, ref, _cfg(loss_type="mallows_dpo"))
+    batch = collate_preference(examples[:2], tok.pad_token_id)
+    loss, metrics = trainer.compute_loss(batch)
+    labels = completion_labels(batch["input_ids"], batch["completion_mask"])
+    with torch.no_grad():
+        ref_logits = ref(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    pol = sequence_logps(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits, labels)
+    refl = sequence_logps(ref_logits, labels)
+    h = sequence_entropy(ref_logits, labels)
+    c = neg_log_dispersion(h[:2], h[2:], phi_star=0.29)
+    manual = mallows_theta_loss(pol[:2], pol[2:], refl[:2], refl[2:], c, beta=0.5)
+    assert loss.item() == pytest.approx(manual.item(), abs=1e-6)
+    assert metrics["neg_log_dispersion"] == pytest.approx(c.mean().item(), abs=1e-6)
+
+
+def test_precompute_equals_on_the_fly(tok, examples):
+    model, ref = tiny_causal_lm(seed=1), tiny_causal_lm(seed=2)
+    trainer = MallowsPOTrainer(model, ref, _cfg(length_normalization=True))
+    pre = trainer.precompute_reference(examples, batch_size=3)
+    batch_live = collate_preference(examples[:2], tok.pad_token_id)
+    batch_pre = collate_preference(pre[:2], tok.pad_token_id)
+    assert "ref_chosen_entropy" in batch_pre
+    l_live, _ = trainer.compute_loss(batch_live)
+    no_ref = MallowsPOTrainer(model, None, _cfg(length_normalization=True))
+    l_pre, _ = no_ref.compute_loss(batch_pre)
+    assert l_pre.item() == pytest.approx(l_live.item(), abs=1e-6)
+    with pytest.raises(ValueError, match="precomputed"):
+        no_ref.compute_loss(batch_live)
+
+
+def _grads(model):
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def test_gradient_accumulation_equals_large_batch(tok, examples):
+    ref = tiny_causal_lm(seed=2)
+    big = tiny_causal_lm(seed=1)
+    t_big = MallowsPOTrainer(big, ref, _cfg(per_device_batch_size=2))
+    loss, _ = t_big.compute_loss(collate_preference(examples[:2], tok.pad_token_id))
+    loss.backward()
+    small = tiny_causal_lm(seed=1)
+    t_small = MallowsPOTrainer(small, ref, _cfg(per_device_batch_size=1))
+    for ex in examples[:2]:
+        loss, _ = t_small.compute_loss(collate_preference([ex], tok.pad_token_id))
+        (loss / 2).backward()
+    assert torch.allclose(_grads(big), _grads(small), atol=1e-6)
+
+
+def test_training_reduces_loss_and_resumes_exactly(tok, examples, tmp_path):
+    ref = tiny_causal_lm(seed=2)
+    cfg = _cfg(
+        loss_type="mallows_dpo",
+        num_epochs=3,
+        per_device_batch_size=2,
+        gradient_accumulation_steps=2,
+        output_dir=str(tmp_path / "run"),
+        save_steps=1,
+    )
+    full = MallowsPOTrainer(tiny_causal_lm(seed=1), ref, cfg)
+    hist = full.train(examples)
+    assert len(hist) == 3
+    assert hist[-1]["loss"] < hist[0]["loss"]
+    # interrupted run: 2 steps, then a fresh trainer resumes from the checkpoint
+    cfg2 = copy.deepcopy(cfg)
+    cfg2.output_dir = str(tmp_path / "run2")
+    first = MallowsPOTrainer(tiny_causal_lm(seed=1), ref, cfg2)
+    first.train(examples, stop_at=2)
+    assert first.step == 2
+    second = MallowsPOTrainer(tiny_causal_lm(seed=7), ref, cfg2)
+    second.train(examples)
+    assert second.step == 3
+    for p, q in zip(full.model.parameters(), second.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss_type", ["sigmoid", "mallows_ipo", "mallows_phi"])
+def test_other_loss_types_train(tok, examples, loss_type):
+    trainer = MallowsPOTrainer(tiny_causal_lm(seed=1), tiny_causal_lm(seed=2), _cfg(loss_type=loss_type))
+    hist = trainer.train(examples, max_steps=2)
+    assert all(torch.isfinite(torch.tensor(h["loss"])) for h in hist)
+    if loss_type == "sigmoid":
+        assert hist[0]["neg_log_dispersion"] == 1.0
+
+
+def test_config_validation(tmp_path):
+    with pytest.raises(ValueError, match="loss_type"):
+        MallowsPOConfig(loss_type="kto")
+    with pytest.raises(ValueError, match="unknown"):
+        MallowsPOConfig.from_dict({"betta": 1.0})
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"beta": 0.2, "loss_type": "sigmoid"}))
+    assert MallowsPOConfig.from_json(path).beta == 0.2
+    assert MallowsPOConfig().beta == 10.0 and MallowsPOConfig().phi_star == 0.29
+    with pytest.raises(ValueError, match="different objects"):
+        m = tiny_causal_lm()
+        MallowsPOTrainer(m, m)
