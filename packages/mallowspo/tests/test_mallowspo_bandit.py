@@ -62,7 +62,7 @@ def test_sampled_pairs_follow_the_law():
     p, c, r = bandit.sample_pairs(20000, rng=0)
     p2, c2, r2 = bandit.sample_pairs(3000, rng=1, from_rankings=True)
     pm = bandit.preference_matrix()[0]
-    for prompts, chosen, rejected, tol in ((p, c, r, 0.02), (p2, c2, r2, 0.05)):
+    for _prompts, chosen, rejected, tol in ((p, c, r, 0.02), (p2, c2, r2, 0.05)):
         pair = ((chosen == 0) & (rejected == 2)) | ((chosen == 2) & (rejected == 0))
         freq = np.mean(chosen[pair] == 0)
         assert freq == pytest.approx(pm[0, 2], abs=tol)
