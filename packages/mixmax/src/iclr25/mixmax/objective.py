@@ -38,6 +38,14 @@ def _log(lam: np.ndarray) -> np.ndarray:
         return np.log(np.asarray(lam, dtype=np.float64))
 
 
+def _lse_rows(a: np.ndarray) -> np.ndarray:
+    """Row-wise logsumexp of a 2-D array (a lean version of scipy's, for the hot loop)."""
+    m = a.max(axis=1)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return m + np.log(np.exp(a - m[:, None]).sum(axis=1))
+
+
 def mixture_log_posterior(lam: np.ndarray, log_px: np.ndarray, log_pyx: np.ndarray) -> np.ndarray:
     """log f_lambda(y|x) = lse_g(log lam_g + log p_g(x) + log p_g(y|x)) - lse_g(log lam_g + log p_g(x)).
 
@@ -96,13 +104,15 @@ class RiskCache:
         if self.loss == "mse" and (self.y is None or len(self.y) != n):
             raise ValueError("loss='mse' needs y with one target per evaluation row")
         self.counts = np.bincount(self.groups, minlength=self.n_groups).astype(np.float64)
+        self._joint = self.log_px + self.target if self.loss == "ce" else None  # log p_h(x) + log p_h(y|x)
         if np.any(self.counts == 0):
             raise ValueError(f"every group needs at least one evaluation row, got counts {self.counts.tolist()}")
 
     def row_losses(self, lam: np.ndarray) -> np.ndarray:
         """Per-row loss of f_lambda [N]."""
         if self.loss == "ce":
-            logf = mixture_log_posterior(lam, self.log_px, self.target)
+            log_lam = _log(lam)[None, :]
+            logf = _lse_rows(log_lam + self._joint) - _lse_rows(log_lam + self.log_px)
             return -np.maximum(logf, np.log(self.eps))
         return (self.y - mixture_mean(lam, self.log_px, self.target)) ** 2
 
