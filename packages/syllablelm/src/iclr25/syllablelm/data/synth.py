@@ -1,0 +1,138 @@
+"""A synthetic speech corpus with exact syllable boundaries.
+
+Speech is produced by espeak-ng from a CV pseudo-language written in espeak phoneme mnemonics, so the syllables are
+known by construction and their times come from espeak's phoneme events (exact sample offsets). Each syllable spans
+from its onset consonant's start to the next syllable's onset (the last one to the start of the final pause). Audio
+is resampled from 22050 Hz to 16 kHz.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.signal import resample_poly
+
+from .espeak import Espeak
+
+CONSONANTS = ("p", "t", "k", "b", "d", "g", "m", "n", "s", "l", "r", "f", "v", "z")
+VOWELS = ("a:", "i:", "u:", "eI", "oU")
+SYLLABLES = tuple(c + v for c in CONSONANTS for v in VOWELS)
+VOICES = ("en", "en-us")
+
+
+def _norm(phoneme: str) -> str:
+    """espeak shortens unstressed long vowels ('a:' -> 'a') and flaps t ('t#'): compare without those marks."""
+    return phoneme.replace(":", "").replace("#", "")
+
+
+def split_syllable(syl: str) -> tuple[str, str]:
+    """'ka:' -> ('k', 'a:')."""
+    for c in sorted(CONSONANTS, key=len, reverse=True):
+        if syl.startswith(c) and syl[len(c) :] in VOWELS:
+            return c, syl[len(c) :]
+    raise ValueError(f"{syl!r} is not a CV syllable of the pseudo-language")
+
+
+class PhonemeMismatch(RuntimeError):
+    """espeak-ng did not realise the requested phonemes one to one."""
+
+
+@dataclass
+class Utterance:
+    """One synthesized utterance: 16 kHz float32 waveform and syllables ``(start_s, end_s, label)``."""
+
+    wav: np.ndarray
+    sample_rate: int
+    syllables: list[tuple[float, float, str]]
+    words: list[tuple[str, ...]] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return len(self.wav) / self.sample_rate
+
+    @property
+    def boundaries(self) -> np.ndarray:
+        """Sorted unique syllable boundary times in seconds (starts and ends)."""
+        pts = [s for s, _, _ in self.syllables] + [e for _, e, _ in self.syllables]
+        return np.unique(np.round(np.asarray(pts, dtype=np.float64), 6))
+
+
+def synthesize_words(
+    words: list[tuple[str, ...]], voice: str = "en", rate: int = 175, pitch: int = 50, sample_rate: int = 16000
+) -> Utterance:
+    """Speak a list of words (each a tuple of CV syllables) and return the utterance with syllable times."""
+    if not words or not all(words):
+        raise ValueError("words must be a non-empty list of non-empty syllable tuples")
+    expected: list[tuple[int, str]] = []  # (syllable index, phoneme)
+    sylls: list[str] = []
+    for w in words:
+        for syl in w:
+            c, v = split_syllable(syl)
+            expected += [(len(sylls), c), (len(sylls), v)]
+            sylls.append(syl)
+    text = " ".join("[[" + "".join(w) + "]]" for w in words)
+    wav16, events, sr = Espeak.synthesize(text, voice=voice, rate=rate, pitch=pitch)
+    phones = [e for e in events if not e.phoneme.startswith("_")]
+    pauses = [e.sample for e in events if e.phoneme.startswith("_")]
+    got = [_norm(e.phoneme) for e in phones]
+    if got != [_norm(p) for _, p in expected]:
+        raise PhonemeMismatch(f"espeak-ng changed the phonemes: expected {[p for _, p in expected]}, got {got}")
+    starts = [phones[2 * i].sample for i in range(len(sylls))]
+    last_end = min([p for p in pauses if p > phones[-1].sample], default=len(wav16))
+    ends = starts[1:] + [last_end]
+    wav = resample_poly(wav16.astype(np.float32) / 32768.0, sample_rate, sr).astype(np.float32)
+    syllables = [(s / sr, e / sr, lab) for s, e, lab in zip(starts, ends, sylls)]
+    return Utterance(wav=wav, sample_rate=sample_rate, syllables=syllables, words=list(words))
+
+
+def random_word(rng: np.random.Generator, n_syll: tuple[int, int] = (1, 3)) -> tuple[str, ...]:
+    k = int(rng.integers(n_syll[0], n_syll[1] + 1))
+    return tuple(SYLLABLES[i] for i in rng.integers(0, len(SYLLABLES), size=k))
+
+
+def make_lexicon(n_words: int, seed: int = 0, n_syll: tuple[int, int] = (1, 3)) -> list[tuple[str, ...]]:
+    """A lexicon of distinct random pseudo-words."""
+    rng = np.random.default_rng(seed)
+    lex: list[tuple[str, ...]] = []
+    seen = set()
+    while len(lex) < n_words:
+        w = random_word(rng, n_syll)
+        if w not in seen:
+            seen.add(w)
+            lex.append(w)
+    return lex
+
+
+def make_corpus(
+    n_utterances: int,
+    seed: int = 0,
+    words_per_utterance: tuple[int, int] = (3, 6),
+    lexicon: list[tuple[str, ...]] | None = None,
+    rate_range: tuple[int, int] = (150, 200),
+    pitch_range: tuple[int, int] = (35, 65),
+) -> list[Utterance]:
+    """``n_utterances`` random sentences over a lexicon (default: 200 pseudo-words), with random voice/rate/pitch."""
+    if n_utterances < 0:
+        raise ValueError(f"n_utterances must be >= 0, got {n_utterances}")
+    rng = np.random.default_rng(seed)
+    lex = lexicon if lexicon is not None else make_lexicon(200, seed=1234)
+    out: list[Utterance] = []
+    failures = 0
+    while len(out) < n_utterances:
+        nw = int(rng.integers(words_per_utterance[0], words_per_utterance[1] + 1))
+        words = [lex[i] for i in rng.integers(0, len(lex), size=nw)]
+        try:
+            out.append(
+                synthesize_words(
+                    words,
+                    voice=VOICES[int(rng.integers(0, len(VOICES)))],
+                    rate=int(rng.integers(rate_range[0], rate_range[1] + 1)),
+                    pitch=int(rng.integers(pitch_range[0], pitch_range[1] + 1)),
+                )
+            )
+        except PhonemeMismatch:
+            failures += 1  # espeak rewrote a phoneme: draw another sentence (deterministic given the seed)
+            if failures > 10 * (n_utterances + 1):
+                raise
+    return out
