@@ -3,7 +3,7 @@
 ``{root}/{seq}/frames/{t:03d}.png`` RGB frames; ``{root}/{seq}/depths/{t:03d}.png`` 16-bit depth quantised over
 ``depth_range`` (d = lo + v / 65535 * (hi - lo)); ``{root}/{seq}/{seq}_dense.npy`` a pickled dict with ``coords``
 [T, H, W, 2] (pixel track of every frame-0 pixel), ``reproj_depth`` [T, H, W] (track depth), ``visibility``
-[T, H, W] bool, ``queries`` [H*W, 3] (t, x, y) and ``depth_range`` [2].
+[T, H, W] bool, ``queries`` [H*W, 3] (t, x, y), ``depth_range`` [2] and (ours, optional) ``intrinsics`` [4].
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class KubricDenseSample:
     reproj_depth: np.ndarray  # [T, H, W]
     visibility: np.ndarray  # bool [T, H, W]
     queries: np.ndarray  # [H*W, 3]
+    intrinsics: np.ndarray | None = None  # (fx, fy, cx, cy) if stored
 
 
 def _write_png(path: str, img: np.ndarray) -> None:
@@ -53,6 +54,7 @@ def write_kubric_dense(root, seq: str, clip) -> str:
         visibility=clip.visibility,
         queries=np.stack([np.zeros(h * w), xx.ravel(), yy.ravel()], 1).astype(np.float32),
         depth_range=np.array([lo, hi], np.float32),
+        intrinsics=np.array(clip.intrinsics, np.float32),
     )
     path = os.path.join(d, f"{seq}_dense.npy")
     with atomic_write(path, "wb") as f:
@@ -83,5 +85,6 @@ def load_kubric_dense(root, seq: str) -> KubricDenseSample:
     if ann["visibility"].shape != (t, *depth.shape[1:]):
         raise ValueError(f"{d}: visibility shape {ann['visibility'].shape} does not match frames {depth.shape}")
     return KubricDenseSample(
-        video, depth, ann["coords"], ann["reproj_depth"], ann["visibility"].astype(bool), ann["queries"]
-    )
+        video, depth, ann["coords"], ann["reproj_depth"], ann["visibility"].astype(bool), ann["queries"],
+        ann.get("intrinsics"),
+    )  # fmt: skip

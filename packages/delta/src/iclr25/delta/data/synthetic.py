@@ -198,11 +198,13 @@ def render_synthetic_clip(
     speed: float = 0.02,
     intrinsics: np.ndarray | None = None,
     supersample: int = 2,
+    time_reversed: bool = False,
 ) -> SyntheticClip:
     """Render a clip of ``num_objects`` moving spheres/boxes/planes in front of a moving textured background plane.
 
     ``speed`` is the typical translation per frame as a fraction of the object depth (0.02 at f = W = 64 px is about
-    1.3 px / frame). Deterministic given ``seed``.
+    1.3 px / frame). Deterministic given ``seed``. ``time_reversed`` plays the same scene backwards (the tracks then
+    start at the pixels of the scene's last instant: the time-reversal augmentation with exact ground truth).
     """
     if num_frames < 1 or height < 4 or width < 4:
         raise ValueError(f"need num_frames >= 1 and an image of at least 4x4, got {num_frames}, {height}x{width}")
@@ -217,6 +219,12 @@ def render_synthetic_clip(
     objects = [background] + [
         _random_object(rng, kind, (2.5, 5.0), speed) for kind in rng.integers(0, 3, size=num_objects)
     ]
+    if time_reversed:
+        for o in objects:  # pose(t) at the reversed time: c0 + v (T-1-t) and Rot(w (T-1-t))
+            o.c0 = o.c0 + o.vel * (num_frames - 1)
+            o.vel = -o.vel
+            o.r0 = rotation(o.axis, o.omega * (num_frames - 1)) @ o.r0
+            o.omega = -o.omega
     scene = Scene(objects, K, height, width)
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
     ss = supersample

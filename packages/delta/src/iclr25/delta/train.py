@@ -1,0 +1,217 @@
+"""Training on synthetic clips with exact ground truth: official losses and optimiser, checkpoints and resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from iclr25.shared import atomic_write, progress
+
+from .checkpoint import FORMAT
+from .data.synthetic import SyntheticClip, render_synthetic_clip
+from .losses import confidence_loss, coords_loss, depth_loss, visibility_loss
+from .model import DeltaModel
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 200
+    lr: float = 1e-4  # train.py: AdamW lr 1e-4
+    weight_decay: float = 1e-5  # train.py: wdecay 1e-5
+    eps: float = 1e-8  # train.py: AdamW eps 1e-8
+    pct_start: float = 0.05  # OneCycleLR, 5% warm-up, linear anneal
+    grad_clip: float = 10.0  # train.py: clip_grad_norm 10
+    stage: str = "3d"  # "2d": pretraining (lambda_2d = 100, no depth loss); "3d": lambda_2d = 50 + depth loss
+    lambda_depth: float = 1.0
+    lambda_vis: float = 1.0
+    lambda_conf: float = 1.0
+    num_frames: int = 8
+    height: int = 32
+    width: int = 32
+    num_sparse: int = 32  # ground-truth sparse trajectories per clip (official: 256 + a 12x16 grid)
+    num_clips: int | None = None  # None: a fresh clip every step; N: cycle over a fixed pool of N clips
+    augment: bool = True  # time reversal (p=0.5), horizontal flip (p=0.5), colour jitter
+    seed: int = 0
+    checkpoint: str | None = None
+    checkpoint_every: int = 50
+    log_every: int = 10
+
+    @property
+    def lambda_2d(self) -> float:
+        return 100.0 if self.stage == "2d" else 50.0
+
+    def validate(self) -> TrainConfig:
+        if self.stage not in ("2d", "3d"):
+            raise ValueError(f"stage must be '2d' or '3d', got {self.stage!r}")
+        if self.steps < 1 or self.height % 16 or self.width % 16:
+            raise ValueError("steps must be >= 1 and height/width multiples of 16")
+        return self
+
+
+@dataclass
+class Sample:
+    video: torch.Tensor  # [T, 3, H, W] float 0..255
+    depth: torch.Tensor  # [T, H, W]
+    uv: torch.Tensor  # [T, H, W, 2] dense ground truth of every frame-0 pixel
+    track_depth: torch.Tensor  # [T, H, W]
+    visibility: torch.Tensor  # [T, H, W] bool
+    queries: torch.Tensor  # [N, 3] (t=0, x, y) integer pixels
+    q_index: torch.Tensor  # [N] flat pixel index of every sparse query
+
+
+def make_sample(clip: SyntheticClip, num_sparse: int, rng: np.random.Generator, flip=False, jitter=None) -> Sample:
+    video = torch.from_numpy(clip.video.astype(np.float32))
+    depth = torch.from_numpy(clip.depth.astype(np.float32))
+    uv = torch.from_numpy(clip.tracks_uv.astype(np.float32))
+    tdepth = torch.from_numpy(clip.tracks_xyz[..., 2].astype(np.float32))
+    vis = torch.from_numpy(clip.visibility)
+    h, w = depth.shape[1:]
+    if flip:
+        video, depth, tdepth, vis = video.flip(-1), depth.flip(-1), tdepth.flip(-1), vis.flip(-1)
+        uv = uv.flip(2)
+        uv = torch.stack([(w - 1) - uv[..., 0], uv[..., 1]], -1)
+    if jitter is not None:
+        contrast, brightness = jitter
+        video = (video * contrast + brightness).clamp(0, 255)
+    idx = torch.from_numpy(rng.choice(h * w, size=min(num_sparse, h * w), replace=False))
+    q = torch.stack([torch.zeros(len(idx)), (idx % w).float(), (idx // w).float()], 1)
+    return Sample(video, depth, uv, tdepth, vis, q, idx)
+
+
+def window_frames(start: int, length: int, t: int) -> torch.Tensor:
+    return torch.arange(start, start + length).clamp(max=t - 1)
+
+
+def compute_loss(model: DeltaModel, s: Sample, tcfg: TrainConfig, backend: str = "auto") -> tuple[torch.Tensor, dict]:
+    """One forward pass in training mode (global attention) and the official loss, summed over windows / #windows."""
+    t, _, h, w = s.video.shape
+    out = model(
+        s.video[None], s.depth[None], sparse_queries=s.queries[None], dense=True, efficient=False,
+        keep_windows=True, with_anchors=False, backend=backend,
+    )  # fmt: skip
+    ns = out.n_sparse
+    dmax = s.track_depth.max()
+    flat_uv, flat_d, flat_v = s.uv.reshape(t, -1, 2), s.track_depth.reshape(t, -1), s.visibility.reshape(t, -1)
+    parts = {"2d": 0.0, "depth": 0.0, "vis": 0.0, "conf": 0.0}
+    for win in out.windows:
+        fr = window_frames(win.start, len(win.vis_logit[0]), t)
+        g_uv, g_d, g_v = flat_uv[fr], flat_d[fr], flat_v[fr]
+        # sparse tracks (H/4 units -> pixels), masked to the clip's frames
+        sp_c = [c[0, :, :ns] * 4.0 for c in win.coords]
+        sp_d = [d[0, :, :ns] for d in win.depth]
+        gs_uv, gs_d, gs_v = g_uv[:, s.q_index], g_d[:, s.q_index], g_v[:, s.q_index]
+        parts["2d"] = parts["2d"] + coords_loss(sp_c, gs_uv, (h, w))
+        parts["depth"] = parts["depth"] + depth_loss(sp_d, gs_d, dmax)
+        parts["vis"] = parts["vis"] + visibility_loss(win.vis_logit[0, :, :ns], gs_v, balanced=True)
+        parts["conf"] = parts["conf"] + confidence_loss(win.conf_logit[0, :, :ns], sp_c[-1], gs_uv, gs_v)
+        # dense tracks: every iteration upsampled to full resolution with the window-0 weights
+        dense_uv, dense_d = [], []
+        for c, d in zip(win.coords, win.depth):
+            up = model.upsample_fields(
+                out.upsample_weights, c[:, :, ns:], d[:, :, ns:], None, None, out.dense_hw, out.dense_origin, backend
+            )
+            dense_uv.append(up["uv"][0].reshape(len(fr), -1, 2))
+            dense_d.append(up["depth"][0].reshape(len(fr), -1))
+        up = model.upsample_fields(
+            out.upsample_weights, win.coords[-1][:, :, ns:], None, win.vis_logit[:, :, ns:], win.conf_logit[:, :, ns:],
+            out.dense_hw, out.dense_origin, backend,
+        )  # fmt: skip
+        vis_l, conf_l = up["vis_logit"][0].reshape(len(fr), -1), up["conf_logit"][0].reshape(len(fr), -1)
+        parts["2d"] = parts["2d"] + coords_loss(dense_uv, g_uv, (h, w))
+        parts["depth"] = parts["depth"] + depth_loss(dense_d, g_d, dmax)
+        parts["vis"] = parts["vis"] + visibility_loss(vis_l, g_v, balanced=False)
+        parts["conf"] = parts["conf"] + confidence_loss(conf_l, dense_uv[-1], g_uv, g_v)
+    nw = len(out.windows)
+    lam_d = 0.0 if tcfg.stage == "2d" else tcfg.lambda_depth
+    weights = {"2d": tcfg.lambda_2d, "depth": lam_d, "vis": tcfg.lambda_vis, "conf": tcfg.lambda_conf}
+    total = sum(weights[k] * parts[k] for k in parts) / nw
+    return total, {k: float(v.detach() if isinstance(v, torch.Tensor) else v) / nw for k, v in parts.items()}
+
+
+class SyntheticStream:
+    """Deterministic clips: step i uses clip seed (seed * 100003 + i) or, with a pool, (seed * 100003 + i % pool)."""
+
+    def __init__(self, tcfg: TrainConfig):
+        self.tcfg = tcfg
+        self._cache: dict = {}
+
+    def __call__(self, step: int) -> Sample:
+        c = self.tcfg
+        rng = np.random.default_rng([c.seed, step])
+        key = step if c.num_clips is None else step % c.num_clips
+        reverse = bool(c.augment and rng.random() < 0.5)
+        ck = (key, reverse)
+        if ck not in self._cache:
+            clip = render_synthetic_clip(
+                seed=c.seed * 100003 + key, num_frames=c.num_frames, height=c.height, width=c.width,
+                time_reversed=reverse,
+            )  # fmt: skip
+            if c.num_clips is None:
+                self._cache.clear()
+            self._cache[ck] = clip
+        flip = bool(c.augment and rng.random() < 0.5)
+        jitter = (rng.uniform(0.8, 1.2), rng.uniform(-20, 20)) if c.augment else None
+        return make_sample(self._cache[ck], c.num_sparse, rng, flip=flip, jitter=jitter)
+
+
+def make_optimizer(model: DeltaModel, tcfg: TrainConfig):
+    opt = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay, eps=tcfg.eps)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=tcfg.lr, total_steps=tcfg.steps + 100, pct_start=tcfg.pct_start, cycle_momentum=False,
+        anneal_strategy="linear",
+    )  # fmt: skip
+    return opt, sched
+
+
+def save_training_state(path, model, opt, sched, step: int, history: list, tcfg: TrainConfig) -> None:
+    payload = {
+        "format": FORMAT,
+        "config": model.cfg.to_dict(),
+        "state_dict": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "step": step,
+        "history": history,
+        "train_config": dataclasses.asdict(tcfg),
+    }
+    with atomic_write(path, "wb") as f:
+        torch.save(payload, f)
+
+
+def train(model: DeltaModel, tcfg: TrainConfig, show_progress: bool = True, backend: str = "auto") -> list[dict]:
+    """Train ``model`` for ``tcfg.steps`` steps; resumes from ``tcfg.checkpoint`` if it exists. Returns the history."""
+    tcfg.validate()
+    opt, sched = make_optimizer(model, tcfg)
+    start, history = 0, []
+    if tcfg.checkpoint and os.path.isfile(tcfg.checkpoint):
+        state = torch.load(tcfg.checkpoint, map_location="cpu", weights_only=False)
+        if state.get("format") != FORMAT or "optimizer" not in state:
+            raise ValueError(f"{tcfg.checkpoint} is not a delta training checkpoint")
+        model.load_state_dict(state["state_dict"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        start, history = int(state["step"]), list(state["history"])
+    stream = SyntheticStream(tcfg)
+    model.train()
+    steps = range(start, tcfg.steps)
+    it = progress(steps, desc="train", disable=not show_progress) if show_progress else steps
+    for step in it:
+        loss, parts = compute_loss(model, stream(step), tcfg, backend)
+        if not math.isfinite(float(loss.detach())):
+            raise FloatingPointError(f"non-finite loss at step {step}: {parts}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip)
+        opt.step()
+        sched.step()
+        history.append({"step": step, "loss": float(loss.detach()), **parts})
+        done = step + 1
+        if tcfg.checkpoint and (done % tcfg.checkpoint_every == 0 or done == tcfg.steps):
+            save_training_state(tcfg.checkpoint, model, opt, sched, done, history, tcfg)
+    model.eval()
+    return history

@@ -1,0 +1,146 @@
+"""Losses on hand cases, baselines, training (loss goes down, EPE beats the zero-motion start), eval CLI, demo."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr25.delta import DeltaConfig, DeltaModel, DeltaTracker, render_synthetic_clip
+from iclr25.delta.baselines import flow_chaining, sparse_per_pixel, zero_motion
+from iclr25.delta.checkpoint import save_checkpoint
+from iclr25.delta.evaluate import evaluate_dataset, evaluate_dense_prediction
+from iclr25.delta.losses import balanced_bce, confidence_loss, coords_loss, depth_loss, iteration_weights
+from iclr25.delta.train import TrainConfig, train
+
+torch.set_num_threads(1)
+
+
+def test_coords_and_depth_losses_by_hand():
+    gt = torch.zeros(1, 2)
+    preds = [torch.tensor([[10.0, 0.0]]), torch.tensor([[0.0, 5.0]])]
+    # image 11 x 21: normalisers (20, 10); iteration weights 0.8, 1 -> 0.8 * mean(10/20, 0) + 1 * mean(0, 5/10)
+    assert iteration_weights(2) == [0.8, 1.0]
+    assert coords_loss(preds, gt, (11, 21)).item() == pytest.approx(0.8 * 0.25 + 0.25)
+    mask = torch.tensor([False])
+    assert coords_loss(preds, gt, (11, 21), mask=mask).item() == 0.0
+    # depth: dmax 4, gt 2 -> inverse 2; pred 4 -> inverse 1 (|1-2| = 1); pred 0.001 clamps to 0.01 -> 400
+    d = depth_loss([torch.tensor([4.0]), torch.tensor([0.001])], torch.tensor([2.0]), 4.0)
+    assert d.item() == pytest.approx(0.8 * 1.0 + 398.0)
+
+
+def test_visibility_and_confidence_losses_by_hand():
+    logits = torch.tensor([0.0, 0.0, 0.0, 0.0])
+    target = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    assert balanced_bce(logits, target).item() == pytest.approx(math.log(2))
+    logits = torch.tensor([100.0, 0.0, 0.0, 0.0])  # the one positive is perfect: only the negatives count (halved)
+    assert balanced_bce(logits, target).item() == pytest.approx(0.5 * math.log(2), rel=1e-5)
+    pred = torch.tensor([[0.0, 0.0], [20.0, 0.0]])
+    gt = torch.zeros(2, 2)
+    conf = torch.tensor([100.0, -100.0])  # confident where error 0 < 12, not where error 20 -> ~0 loss
+    assert confidence_loss(conf, pred, gt, torch.tensor([True, True])).item() < 1e-6
+    conf_bad = torch.tensor([-100.0, 100.0])
+    assert confidence_loss(conf_bad, pred, gt, torch.tensor([True, False])).item() == pytest.approx(100.0)
+
+
+@pytest.fixture(scope="module")
+def clip():
+    return render_synthetic_clip(seed=11, num_frames=5, height=32, width=32)
+
+
+def test_baselines(clip):
+    zm = zero_motion(clip.video, clip.depth)
+    flow_norm = np.linalg.norm(np.stack([clip.flow(t) for t in range(1, 5)]), axis=-1)
+    expected = flow_norm[clip.visibility[1:]].mean()  # standing still: the EPE is the mean visible flow magnitude
+    assert evaluate_dense_prediction(zm.uv, zm.depth, zm.visibility, clip)["epe2d"] == pytest.approx(expected)
+    fc = flow_chaining(clip.video, clip.depth, "dis")
+    assert fc.uv.shape == (5, 32, 32, 2) and fc.visibility[0].all()
+    ezm = evaluate_dense_prediction(zm.uv, zm.depth, zm.visibility, clip)
+    efc = evaluate_dense_prediction(fc.uv, fc.depth, fc.visibility, clip)
+    assert efc["epe2d"] < ezm["epe2d"]  # real flow beats standing still on moving scenes
+    with pytest.raises(ValueError):
+        flow_chaining(clip.video, clip.depth, "bogus")
+
+
+def test_sparse_per_pixel_equals_grid_for_zero_motion_model(clip):
+    torch.manual_seed(0)
+    tr = DeltaTracker(model=DeltaModel(DeltaConfig.micro().replace(zero_init_head=True)))
+    sp = sparse_per_pixel(tr, clip.video, clip.depth, chunk=200)
+    zm = zero_motion(clip.video, clip.depth)
+    assert np.allclose(sp.uv, zm.uv)
+
+
+def test_training_lowers_loss_and_beats_zero_motion_start(tmp_path):
+    torch.manual_seed(0)
+    model = DeltaModel(DeltaConfig.micro().replace(zero_init_head=True))
+    tcfg = TrainConfig(steps=25, lr=2e-3, num_frames=4, height=32, width=32, num_clips=1, augment=False, seed=5,
+                       num_sparse=64, checkpoint=str(tmp_path / "state.pt"), checkpoint_every=10)  # fmt: skip
+    clip = render_synthetic_clip(seed=5 * 100003, num_frames=4, height=32, width=32)
+    tracker = DeltaTracker(model=model)
+    r = tracker.track(clip.video, clip.depth)
+    start = evaluate_dense_prediction(r.uv, r.depth, r.visibility, clip)
+    zm = zero_motion(clip.video, clip.depth)
+    assert start["epe2d"] == pytest.approx(evaluate_dense_prediction(zm.uv, zm.depth, zm.visibility, clip)["epe2d"])
+    hist = train(model, tcfg, show_progress=False)
+    r = tracker.track(clip.video, clip.depth)
+    end = evaluate_dense_prediction(r.uv, r.depth, r.visibility, clip)
+    first = np.mean([h["loss"] for h in hist[:5]])
+    last = np.mean([h["loss"] for h in hist[-5:]])
+    assert last < 0.8 * first
+    assert end["epe2d"] < start["epe2d"]
+    # resume: a finished checkpoint continues at its step count
+    tcfg.steps = 27
+    hist2 = train(model, tcfg, show_progress=False)
+    assert len(hist2) == 27 and hist2[:25] == hist
+
+
+@pytest.mark.slow
+def test_overfit_one_clip_halves_zero_motion_epe():
+    torch.manual_seed(0)
+    model = DeltaModel(DeltaConfig.micro().replace(zero_init_head=True))
+    tcfg = TrainConfig(steps=150, lr=2e-3, num_frames=4, height=32, width=32, num_clips=1, augment=False, seed=5,
+                       num_sparse=64)  # fmt: skip
+    clip = render_synthetic_clip(seed=5 * 100003, num_frames=4, height=32, width=32)
+    zm = zero_motion(clip.video, clip.depth)
+    base = evaluate_dense_prediction(zm.uv, zm.depth, zm.visibility, clip)["epe2d"]
+    train(model, tcfg, show_progress=False)
+    r = DeltaTracker(model=model).track(clip.video, clip.depth)
+    assert evaluate_dense_prediction(r.uv, r.depth, r.visibility, clip)["epe2d"] < 0.5 * base
+
+
+def test_eval_cli_on_written_benchmark_files(tmp_path, clip, capsys):
+    from iclr25.delta.cli import main
+    from iclr25.delta.data.cvo import write_cvo_npz
+    from iclr25.delta.data.kubric import write_kubric_dense
+    from iclr25.delta.data.tapvid3d import write_tapvid3d_npz
+
+    torch.manual_seed(0)
+    ckpt = tmp_path / "m.pt"
+    save_checkpoint(DeltaModel(DeltaConfig.micro().replace(zero_init_head=True)), ckpt)
+    (tmp_path / "tv3d").mkdir()
+    write_tapvid3d_npz(tmp_path / "tv3d" / "a.npz", clip, num_tracks=20, query_mode="random")
+    write_kubric_dense(tmp_path / "kub", "s0", clip)
+    (tmp_path / "cvo").mkdir()
+    write_cvo_npz(tmp_path / "cvo" / "a.npz", clip)
+    res = evaluate_dataset("tapvid3d", str(tmp_path / "tv3d"), str(ckpt))
+    assert res["num_videos"] == 1 and 0.0 <= res["average_jaccard"] <= 1.0 and 0 <= res["occlusion_accuracy"] <= 1
+    res = evaluate_dataset("kubric", str(tmp_path / "kub"), str(ckpt))
+    assert set(res) >= {"average_jaccard", "average_pts_within_thresh", "occlusion_accuracy"}
+    assert main(["eval", "--dataset", "cvo", "--path", str(tmp_path / "cvo"), "--checkpoint", str(ckpt)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    zero_epe = np.linalg.norm(clip.flow(4), axis=-1).mean()  # the zero-motion model predicts zero flow
+    assert out["epe_all"] == pytest.approx(zero_epe, rel=1e-4)
+    with pytest.raises(ValueError):
+        evaluate_dataset("bogus", str(tmp_path), str(ckpt))
+
+
+def test_train_cli(tmp_path, capsys):
+    from iclr25.delta.cli import main
+
+    state = tmp_path / "s.pt"
+    args = ["train", "--config", "micro", "--steps", "2", "--frames", "4", "--size", "32", "--checkpoint", str(state)]
+    assert main(args + ["--quiet", "--zero-init-head"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["steps"] == 2 and state.exists()
+    assert DeltaTracker.from_checkpoint(state).cfg == DeltaConfig.micro().replace(zero_init_head=True)
