@@ -106,10 +106,10 @@ def test_final_model_receives_mixmax_weights():
 
     gg = make_gaussian_groups()
     d = gg.sample(300, seed=4)
-    est = XGBClassifier(n_estimators=15, max_depth=3, tree_method="exact", random_state=0)
+    est = XGBClassifier(n_estimators=15, max_depth=3, tree_method="exact", random_state=0, n_jobs=1)
     mm = MixMax(est, density="kde", max_steps=50).fit(d.X, d.y, d.groups)
     w = mm.sample_weight(d.groups)
-    by_hand = XGBClassifier(n_estimators=15, max_depth=3, tree_method="exact", random_state=0)
+    by_hand = XGBClassifier(n_estimators=15, max_depth=3, tree_method="exact", random_state=0, n_jobs=1)
     by_hand.fit(d.X, d.y, sample_weight=w)
     np.testing.assert_allclose(mm.predict_proba(d.X), by_hand.predict_proba(d.X), atol=1e-7)
     assert set(np.unique(mm.predict(d.X))) <= {0, 1}
