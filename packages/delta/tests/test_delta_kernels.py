@@ -119,7 +119,7 @@ def test_corr4d_bad_shapes():
 
 
 class TestConvexUpsample(KernelConformance):
-    shapes = [(1, 1, 1, 1, 2, 3), (2, 3, 2, 3, 4, 5), (1, 5, 3, 2, 3, 5), (1, 33, 2, 2, 2, 3)]
+    shapes = [(1, 1, 1, 1, 2, 3), (1, 2, 2, 3, 4, 5), (1, 3, 3, 2, 3, 3), (1, 33, 2, 2, 2, 3)]
     differentiable = True
 
     def make_inputs(self, shape, dtype, device):
