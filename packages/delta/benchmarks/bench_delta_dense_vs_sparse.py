@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 import torch
+
 from iclr25.shared import benchmark, write_result
 
 

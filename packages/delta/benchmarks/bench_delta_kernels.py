@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 import torch
+
 from iclr25.shared import benchmark, write_result
 
 
@@ -64,10 +65,12 @@ def main(argv=None):
     for backend in ("torch", "triton"):
         tr = DeltaTracker(DeltaConfig.paper(), device=dev, backend=backend, memory_budget_gb=8.0)
         with torch.autocast("cuda", enabled=False):
-            st = benchmark(lambda: tr.track(video, depth), warmup=1, repeat=2)
-            peak = _peak(lambda: tr.track(video, depth))
+            st = benchmark(lambda tr=tr: tr.track(video, depth), warmup=1, repeat=2)
+            peak = _peak(lambda tr=tr: tr.track(video, depth))
         figures[f"dense_{backend}"] = {"seconds_per_video": st.median, "peak_gib": peak}
-    figures["dense_speedup"] = figures["dense_torch"]["seconds_per_video"] / figures["dense_triton"]["seconds_per_video"]
+    figures["dense_speedup"] = (
+        figures["dense_torch"]["seconds_per_video"] / figures["dense_triton"]["seconds_per_video"]
+    )
     for k, v in figures.items():
         print(k, v)
     return write_result(a.out, {"name": "delta_kernels", "params": {"frames": a.frames, "tracks": a.tracks},
