@@ -16,6 +16,11 @@ import numpy as np
 __all__ = ["bitrate", "boundary_scores", "clustering_scores", "r_value", "tune_shift"]
 
 
+def _is_corpus(x) -> bool:
+    """A list/tuple of per-utterance sequences (rather than one flat sequence)."""
+    return isinstance(x, (list, tuple)) and len(x) > 0 and np.ndim(x[0]) >= 1
+
+
 def _as_sorted(name: str, x) -> np.ndarray:
     arr = np.asarray(x, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(arr)):
@@ -65,10 +70,7 @@ def boundary_scores(pred_seconds, ref_seconds, tolerance: float = 0.05, shift: f
     """
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
-    corpus = isinstance(pred_seconds, (list, tuple)) and len(pred_seconds) > 0 and isinstance(
-        pred_seconds[0], (list, tuple, np.ndarray)
-    ) or (hasattr(pred_seconds, "ndim") and getattr(pred_seconds, "ndim", 1) == 0)
-    if not corpus:
+    if not _is_corpus(pred_seconds):
         pred_seconds, ref_seconds = [pred_seconds], [ref_seconds]
     if len(pred_seconds) != len(ref_seconds):
         raise ValueError(f"{len(pred_seconds)} predicted utterances but {len(ref_seconds)} references")
@@ -151,7 +153,7 @@ def bitrate(units, duration_seconds: float, vocab_size: int | None = None) -> di
     """
     if duration_seconds <= 0:
         raise ValueError(f"duration_seconds must be > 0, got {duration_seconds}")
-    seqs = units if units and isinstance(units[0], (list, tuple, np.ndarray)) else [units]
+    seqs = units if _is_corpus(units) else [units]
     flat = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs]) if seqs else np.zeros(0)
     rate = len(flat) / duration_seconds
     _, counts = np.unique(flat, return_counts=True)
