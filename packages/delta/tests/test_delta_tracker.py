@@ -67,7 +67,7 @@ def test_backward_tracking_for_later_query_frame(tracker, clip):
 
 def test_track_points_with_backward_pass_and_chunking(tracker, clip):
     queries = torch.tensor([[0.0, 4.0, 5.0], [3.0, 20.0, 11.0], [4.0, 40.0, 30.0]])
-    a = tracker.track_points(clip.video, clip.depth, queries)
+    a = tracker.track_points(clip.video, clip.depth, queries.tolist())  # lists are accepted too
     b = tracker.track_points(clip.video, clip.depth, queries, chunk=1)
     assert a.uvd.shape == (5, 3, 3) and a.visibility.shape == (5, 3)
     assert torch.allclose(a.uvd, b.uvd, atol=1e-5)

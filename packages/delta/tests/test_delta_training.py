@@ -135,12 +135,27 @@ def test_eval_cli_on_written_benchmark_files(tmp_path, clip, capsys):
         evaluate_dataset("bogus", str(tmp_path), str(ckpt))
 
 
-def test_train_cli(tmp_path, capsys):
+def test_train_cli_2d_then_3d(tmp_path, capsys):
     from iclr25.delta.cli import main
 
-    state = tmp_path / "s.pt"
-    args = ["train", "--config", "micro", "--steps", "2", "--frames", "4", "--size", "32", "--checkpoint", str(state)]
-    assert main(args + ["--quiet", "--zero-init-head"]) == 0
+    s2d, s3d = tmp_path / "s2d.pt", tmp_path / "s3d.pt"
+    base = [
+        "train",
+        "--config",
+        "micro",
+        "--steps",
+        "2",
+        "--frames",
+        "4",
+        "--size",
+        "32",
+        "--quiet",
+        "--zero-init-head",
+    ]
+    assert main(base + ["--stage", "2d", "--checkpoint", str(s2d)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["steps"] == 2 and state.exists()
-    assert DeltaTracker.from_checkpoint(state).cfg == DeltaConfig.micro().replace(zero_init_head=True)
+    assert out["steps"] == 2 and s2d.exists()
+    assert main(base + ["--stage", "3d", "--init", str(s2d), "--checkpoint", str(s3d)]) == 0
+    assert DeltaTracker.from_checkpoint(s3d).cfg == DeltaConfig.micro().replace(zero_init_head=True)
+    state = torch.load(s3d, weights_only=False)
+    assert state["train_config"]["stage"] == "3d" and state["step"] == 2

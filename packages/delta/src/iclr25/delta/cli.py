@@ -25,6 +25,10 @@ def cmd_train(args) -> int:
     torch.manual_seed(args.seed)
     cfg = _config(args.config).replace(zero_init_head=args.zero_init_head)
     model = DeltaModel(cfg)
+    if args.init:  # e.g. start the 3D stage from a 2D-pretrained checkpoint
+        from .checkpoint import load_checkpoint
+
+        model.load_state_dict(load_checkpoint(args.init).state_dict())
     tcfg = TrainConfig(
         steps=args.steps, lr=args.lr, stage=args.stage, num_frames=args.frames, height=args.size, width=args.size,
         num_sparse=args.num_sparse, num_clips=args.num_clips, seed=args.seed, checkpoint=args.checkpoint,
@@ -73,6 +77,7 @@ def main(argv=None) -> int:
     t.add_argument("--num-clips", type=int, default=None)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--zero-init-head", action="store_true")
+    t.add_argument("--init", default=None, help="initial weights (e.g. the 2D-pretraining result for --stage 3d)")
     t.add_argument("--checkpoint", default=None, help="training state file (written every --checkpoint-every steps)")
     t.add_argument("--checkpoint-every", type=int, default=50)
     t.add_argument("--quiet", action="store_true")

@@ -36,7 +36,9 @@ class SparseTracks:
     confidence: torch.Tensor  # [T, N]
 
 
-def _as_tensor(x, name: str) -> torch.Tensor:
+def _as_tensor(x, name: str, allow_sequence: bool = False) -> torch.Tensor:
+    if allow_sequence and isinstance(x, (list, tuple)):
+        x = np.asarray(x, dtype=np.float32)
     if isinstance(x, np.ndarray):
         x = torch.from_numpy(np.ascontiguousarray(x))
     if not isinstance(x, torch.Tensor):
@@ -223,7 +225,7 @@ class DeltaTracker:
         """
         v, d, (h, w), (mh, mw) = self._prepare(video, depth)
         t = v.shape[1]
-        q = _as_tensor(queries, "queries").to(self.device, torch.float32)
+        q = _as_tensor(queries, "queries", allow_sequence=True).to(self.device, torch.float32)
         if q.dim() != 2 or q.shape[1] not in (3, 4):
             raise ValueError(f"queries must have shape [N, 3] (t, x, y) or [N, 4], got {tuple(q.shape)}")
         q = q[:, :3].clone()
