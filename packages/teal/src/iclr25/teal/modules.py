@@ -1,0 +1,84 @@
+"""Finding the decoder blocks and their seven projections in a transformers causal LM (no attention patching)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from .config import MODULE_NAMES, PROJECTIONS
+
+
+@dataclass
+class Block:
+    """One decoder layer: the layer module and, per projection, its parent module and attribute name."""
+
+    index: int
+    layer: nn.Module
+    parents: dict[str, tuple[nn.Module, str]]
+
+    def module(self, proj: str) -> nn.Module:
+        parent, name = self.parents[proj]
+        return getattr(parent, name)
+
+
+def _layer_list(model: nn.Module) -> nn.ModuleList | None:
+    """The ``ModuleList`` of decoder layers: ``model.model.layers`` for Llama/Mistral/Qwen2, else searched."""
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None) if inner is not None else None
+    if isinstance(layers, nn.ModuleList):
+        return layers
+    if isinstance(getattr(model, "layers", None), nn.ModuleList):
+        return model.layers
+    for _, mod in model.named_modules():
+        if isinstance(mod, nn.ModuleList) and len(mod) and all(_has_projections(m) for m in mod):
+            return mod
+    return None
+
+
+def _has_projections(layer: nn.Module) -> bool:
+    for parent_name, lin_name in MODULE_NAMES.values():
+        parent = getattr(layer, parent_name, None)
+        if parent is None or getattr(parent, lin_name, None) is None:
+            return False
+    return True
+
+
+def find_blocks(model: nn.Module) -> list[Block]:
+    """All decoder blocks with their seven projections.
+
+    Raises ``ValueError`` when the model is not a Llama/Mistral/Qwen2-style network (decoder layers with
+    ``self_attn.{q,k,v,o}_proj`` and ``mlp.{gate,up,down}_proj``).
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    layers = _layer_list(model)
+    if layers is None or not len(layers):
+        raise ValueError(
+            "model has no decoder layers with Llama-style projections: expected model.model.layers[i] with "
+            "self_attn.{q,k,v,o}_proj and mlp.{gate,up,down}_proj (Llama, Mistral, Qwen2, ...)"
+        )
+    blocks = []
+    for i, layer in enumerate(layers):
+        parents = {}
+        for proj in PROJECTIONS:
+            parent_name, lin_name = MODULE_NAMES[proj]
+            parent = getattr(layer, parent_name, None)
+            if parent is None or getattr(parent, lin_name, None) is None:
+                raise ValueError(f"decoder layer {i} has no {parent_name}.{lin_name}; TEAL needs all seven projections")
+            parents[proj] = (parent, lin_name)
+        blocks.append(Block(index=i, layer=layer, parents=parents))
+    return blocks
+
+
+def base_linear(module: nn.Module) -> nn.Linear:
+    """The ``nn.Linear`` inside a (possibly TEAL-wrapped) projection."""
+    inner = getattr(module, "linear", module)
+    if not isinstance(inner, nn.Linear):
+        raise ValueError(f"expected an nn.Linear projection, got {type(inner).__name__}")
+    return inner
+
+
+def projection_param_counts(model: nn.Module) -> dict[tuple[int, str], int]:
+    """Weight parameter count of every projection, keyed by ``(layer, proj)``."""
+    return {(b.index, p): base_linear(b.module(p)).weight.numel() for b in find_blocks(model) for p in PROJECTIONS}
