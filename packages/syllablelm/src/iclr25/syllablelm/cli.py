@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     t.set_defaults(fn=_tokenize)
     p = sub.add_parser("pretrain", help="train the small HuBERT-style encoder on synthetic speech")
     p.add_argument("--out", default="small_hubert.pt")
-    p.add_argument("--steps", type=int, default=800)
+    p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--n-utterances", type=int, default=200)
     p.add_argument("--threads", type=int, default=1)
     p.set_defaults(fn=_pretrain)

@@ -67,7 +67,7 @@ class _Block(nn.Module):
         self.ln2 = nn.LayerNorm(d)
         self.fc1 = nn.Linear(d, cfg.mlp_ratio * d)
         self.fc2 = nn.Linear(cfg.mlp_ratio * d, d)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = nn.Dropout(cfg.dropout)  # attention-output and post-MLP dropout (official drop / post_mlp_drop)
 
     def forward(self, x: torch.Tensor, cache: tuple | None = None, key_mask: torch.Tensor | None = None):
         b, t, d = x.shape
@@ -111,17 +111,19 @@ class SyllableLM(nn.Module):
         self.config = cfg = config or SyllableLMConfig()
         self.embed = nn.Embedding(cfg.vocab + 1, cfg.dim)
         self.pos = nn.Embedding(cfg.max_pos, cfg.dim)
-        self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList([_Block(cfg) for _ in range(cfg.depth)])
         self.norm = nn.LayerNorm(cfg.dim) if cfg.final_norm else None
         self.apply(self._init)
+        # official: token and position tables ~ N(0, 1/sqrt(d)); linears BERT-style N(0, 0.02)
+        nn.init.normal_(self.embed.weight, std=cfg.dim**-0.5)
+        nn.init.normal_(self.pos.weight, std=cfg.dim**-0.5)
 
     @staticmethod
     def _init(m: nn.Module) -> None:
-        if isinstance(m, (nn.Linear, nn.Embedding)):
+        if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=0.02)
-        if isinstance(m, nn.Linear) and m.bias is not None:
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -138,7 +140,7 @@ class SyllableLM(nn.Module):
         if past + t > self.config.max_pos:
             raise ValueError(f"sequence of {past + t} tokens exceeds max_pos={self.config.max_pos}")
         pos = torch.arange(past, past + t, device=tokens.device)
-        x = self.drop(self.embed(tokens) + self.pos(pos)[None])
+        x = self.embed(tokens) + self.pos(pos)[None]  # no input dropout (official)
         new_cache = []
         for i, blk in enumerate(self.blocks):
             x, kv = blk(x, None if cache is None else cache[i], key_mask)

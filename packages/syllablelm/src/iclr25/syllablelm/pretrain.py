@@ -33,7 +33,7 @@ class PretrainConfig:
     heads: int = 4
     conv_dim: int = 32
     final_dim: int = 32
-    steps: int = 800
+    steps: int = 2000
     batch_size: int = 8
     crop_frames: int = 64  # 1.28 s crops
     lr: float = 1e-3

@@ -16,8 +16,12 @@ from scipy.signal import resample_poly
 from .espeak import Espeak
 
 CONSONANTS = ("p", "t", "k", "b", "d", "g", "m", "n", "s", "l", "r", "f", "v", "z")
-VOWELS = ("a:", "i:", "u:", "eI", "oU")
-SYLLABLES = tuple(c + v for c in CONSONANTS for v in VOWELS)
+VOWELS = ("a:", "i:", "u:", "eI", "oU", "a", "E", "I", "0", "V")
+CODAS = ("n", "m", "s", "t", "k", "l")
+# CV syllables with long and short vowels, and CVC syllables: durations vary from ~80 to ~300 ms
+SYLLABLES = tuple(c + v for c in CONSONANTS for v in VOWELS) + tuple(
+    c + v + k for c in CONSONANTS for v in VOWELS[:5] for k in CODAS
+)
 VOICES = ("en", "en-us")
 
 
@@ -26,12 +30,18 @@ def _norm(phoneme: str) -> str:
     return phoneme.replace(":", "").replace("#", "")
 
 
-def split_syllable(syl: str) -> tuple[str, str]:
-    """'ka:' -> ('k', 'a:')."""
-    for c in sorted(CONSONANTS, key=len, reverse=True):
-        if syl.startswith(c) and syl[len(c) :] in VOWELS:
-            return c, syl[len(c) :]
-    raise ValueError(f"{syl!r} is not a CV syllable of the pseudo-language")
+def split_syllable(syl: str) -> tuple[str, ...]:
+    """'ka:' -> ('k', 'a:'); 'ka:n' -> ('k', 'a:', 'n')."""
+    for c in CONSONANTS:
+        if not syl.startswith(c):
+            continue
+        rest = syl[len(c) :]
+        for v in sorted(VOWELS, key=len, reverse=True):
+            if rest == v:
+                return c, v
+            if rest.startswith(v) and rest[len(v) :] in CODAS:
+                return c, v, rest[len(v) :]
+    raise ValueError(f"{syl!r} is not a CV or CVC syllable of the pseudo-language")
 
 
 class PhonemeMismatch(RuntimeError):
@@ -66,10 +76,11 @@ def synthesize_words(
         raise ValueError("words must be a non-empty list of non-empty syllable tuples")
     expected: list[tuple[int, str]] = []  # (syllable index, phoneme)
     sylls: list[str] = []
+    first: list[int] = []  # index of each syllable's onset in the phoneme sequence
     for w in words:
         for syl in w:
-            c, v = split_syllable(syl)
-            expected += [(len(sylls), c), (len(sylls), v)]
+            first.append(len(expected))
+            expected += [(len(sylls), p) for p in split_syllable(syl)]
             sylls.append(syl)
     text = " ".join("[[" + "".join(w) + "]]" for w in words)
     wav16, events, sr = Espeak.synthesize(text, voice=voice, rate=rate, pitch=pitch)
@@ -78,7 +89,7 @@ def synthesize_words(
     got = [_norm(e.phoneme) for e in phones]
     if got != [_norm(p) for _, p in expected]:
         raise PhonemeMismatch(f"espeak-ng changed the phonemes: expected {[p for _, p in expected]}, got {got}")
-    starts = [phones[2 * i].sample for i in range(len(sylls))]
+    starts = [phones[i].sample for i in first]
     last_end = min([p for p in pauses if p > phones[-1].sample], default=len(wav16))
     ends = starts[1:] + [last_end]
     wav = resample_poly(wav16.astype(np.float32) / 32768.0, sample_rate, sr).astype(np.float32)
@@ -112,7 +123,9 @@ def make_corpus(
     rate_range: tuple[int, int] = (150, 200),
     pitch_range: tuple[int, int] = (35, 65),
 ) -> list[Utterance]:
-    """``n_utterances`` random sentences over a lexicon (default: 200 pseudo-words), with random voice/rate/pitch."""
+    """``n_utterances`` random sentences over a lexicon (default: 200 pseudo-words), with random voice/rate/pitch.
+
+    Sentences espeak-ng does not realise phoneme for phoneme (it sometimes reduces a vowel) are redrawn."""
     if n_utterances < 0:
         raise ValueError(f"n_utterances must be >= 0, got {n_utterances}")
     rng = np.random.default_rng(seed)
