@@ -66,5 +66,7 @@ class CertifyConfig:
     """Defaults of the certificate."""
 
     C: float = 1.0  # SVM soft-margin constant (official CSBM: 0.001; Cora-MLb GCN: 0.075 — pass per experiment)
-    tol: float = 1e-4  # official Gurobi FeasibilityTol/OptimalityTol/IntFeasTol = 1e-4; |margin| <= tol => not certified
+    tol: float = (
+        1e-4  # official Gurobi FeasibilityTol/OptimalityTol/IntFeasTol = 1e-4; |margin| <= tol => not certified
+    )
     enum_limit: int = 200_000  # "auto" enumerates when this many QPs suffice (design note: ~1e5 QPs ~ 1 min on CPU)
