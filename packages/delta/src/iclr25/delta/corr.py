@@ -63,15 +63,11 @@ class Corr4DMLP(nn.Module):
 LEVEL_SCALES = (2.0, 1.0, 0.5)  # H/4 track coordinates -> pyramid level (H/2, H/4, H/8) coordinates
 
 
-def sample_support(pyramid_t: list[torch.Tensor], coords: torch.Tensor, radius: int) -> list[torch.Tensor]:
-    """Support patches at the query: pyramid_t[l] [B, C_l, H_l, W_l] (the query frame of each batch row),
-    coords [B, N, 2] in H/4 units -> [B, N, P^2, C_l] per level."""
+def sample_support(fmap: torch.Tensor, coords: torch.Tensor, radius: int, level: int) -> torch.Tensor:
+    """Support patch at the query for one pyramid level: fmap [B, C_l, H_l, W_l] (each row's query frame), coords
+    [B, N, 2] in H/4 units -> [B, N, P^2, C_l]."""
     offsets = patch_offsets(radius, device=coords.device, dtype=coords.dtype)
-    out = []
-    for fmap, s in zip(pyramid_t, LEVEL_SCALES):
-        taps = coords[:, :, None, :] * s + offsets
-        out.append(sample_map(fmap, taps))
-    return out
+    return sample_map(fmap, coords[:, :, None, :] * LEVEL_SCALES[level] + offsets)
 
 
 class CorrFeatures(nn.Module):

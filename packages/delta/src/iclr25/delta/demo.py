@@ -62,7 +62,7 @@ def _draw_tracks(path: str, clip, delta_uv, n: int = 24) -> None:
             f.write(buf.tobytes())
 
 
-def run_demo(num_clips: int = 3, train_steps: int = 0, out_png: str | None = "delta_demo_tracks.png", seed: int = 1000,
+def run_demo(num_clips: int = 3, train_steps: int = 0, out_png: str | None = "delta_demo_tracks.png", seed: int = 900_000,
              threads: int | None = None) -> dict:  # fmt: skip
     if threads:
         torch.set_num_threads(threads)

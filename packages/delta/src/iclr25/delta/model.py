@@ -158,14 +158,14 @@ class DeltaModel(nn.Module):
 
         # ---- per-track query features, support patches and query depth -------------------------------------------------
         track_feat = self._gather_at_query_frames(feats, q_t, lambda f: sample_map(f, q_xy))  # B N C
-        supports = []
-        for lvl in range(3):
-            pyr_cf = pyramid[lvl].permute(0, 1, 4, 2, 3)
-            supports.append(
-                self._gather_at_query_frames(
-                    pyr_cf, q_t, lambda f, lvl=lvl: sample_support([f] * 3, q_xy, cfg.corr_radius)[lvl]
-                )
+        supports = [
+            self._gather_at_query_frames(
+                pyramid[lvl].permute(0, 1, 4, 2, 3),
+                q_t,
+                lambda f, lvl=lvl: sample_support(f, q_xy, cfg.corr_radius, lvl),
             )
+            for lvl in range(3)
+        ]
         q_pix = (q_xy * 4.0).round().long()
         qx, qy = q_pix[..., 0].clamp(0, ww - 1), q_pix[..., 1].clamp(0, hh - 1)
         q_depth = depth[torch.arange(b, device=dev)[:, None], q_t, qy, qx]  # nearest sample at the query frame
