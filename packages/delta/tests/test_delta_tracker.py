@@ -63,6 +63,9 @@ def test_backward_tracking_for_later_query_frame(tracker, clip):
     assert res.uv.shape[0] == 5 and res.query_frame == q
     assert torch.allclose(res.uv[q:], fwd.uv, atol=1e-5)
     assert torch.allclose(res.uv[:q], bwd.uv.flip(0)[:q], atol=1e-5)
+    nob = tracker.track(clip.video, clip.depth, query_frame=q, backward=False)
+    assert torch.allclose(nob.uv[q:], fwd.uv, atol=1e-5)
+    assert torch.equal(nob.uv[0], nob.uv[q]) and not nob.visibility[:q].any()
 
 
 def test_track_points_with_backward_pass_and_chunking(tracker, clip):
