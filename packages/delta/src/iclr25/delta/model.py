@@ -92,7 +92,7 @@ class DeltaModel(nn.Module):
 
     @staticmethod
     def _gather_at_query_frames(maps: torch.Tensor, q_t: torch.Tensor, fn):
-        """maps [B, T, ...]; evaluate fn(maps[:, t], mask) for each distinct query frame and merge per track."""
+        """maps [B, T, ...]; evaluate fn(maps[:, t]) for each distinct query frame t and keep, per track, its own."""
         out = None
         for t in torch.unique(q_t).tolist():
             val = fn(maps[:, t])
@@ -120,8 +120,8 @@ class DeltaModel(nn.Module):
 
         Dense mode adds one track per H/4 cell of the frame-0 grid (or of ``dense_crop`` = (y0, x0, hc, wc) cells).
         ``with_anchors`` (default: dense and no sparse queries) prepends the anchor grid; ``efficient`` (default: not
-        training) restricts the virtual tokens' global attention to the anchors, which makes every other track
-        independent of the others (so sparse queries can be processed in chunks with identical results).
+        training) restricts the virtual tokens' global attention to the anchors, which makes every non-anchor sparse
+        track independent of the other sparse tracks (so queries can be processed in chunks with identical results).
         """
         cfg = self.cfg
         b, t, _, hh, ww = video.shape
