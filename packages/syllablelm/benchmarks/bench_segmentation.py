@@ -18,8 +18,9 @@ from iclr25.shared import benchmark, write_result
 from iclr25.syllablelm.segment import _backtrack_np, _select_np, sylboost_segment
 
 
-def official_formulation(x: torch.Tensor, delta: float, quantile: float = 0.75, s: int = 35, min_hop: int = 3,
-                         max_rate_hz: float = 10.0) -> list[int]:
+def official_formulation(
+    x: torch.Tensor, delta: float, quantile: float = 0.75, s: int = 35, min_hop: int = 3, max_rate_hz: float = 10.0
+) -> list[int]:
     n, d = x.shape
     s = min(s, n)
     m = int(n * max_rate_hz / 50.0)
@@ -69,14 +70,22 @@ def main() -> None:
         ours = sylboost_segment(x, delta=delta).tolist()
         base = official_formulation(x, delta)
         same = ours == base
-        t_ours = benchmark(lambda: sylboost_segment(x, delta=delta), warmup=1, repeat=3).median
-        t_base = benchmark(lambda: official_formulation(x, delta), warmup=1, repeat=3).median
-        figures[f"{sec:g}s"] = {"frames": n, "ours_frames_per_s": n / t_ours, "official_frames_per_s": n / t_base,
-                                "speedup": t_base / t_ours, "identical_borders": same}
-        print(f"{sec:>5.0f} s audio ({n} frames, D={args.dim}): ours {n / t_ours:9.0f} frames/s, official formulation "
-              f"{n / t_base:9.0f} frames/s, speed-up {t_base / t_ours:4.1f}x, identical borders: {same}")
-    write_result(args.out, {"name": "syllablelm_segmentation", "params": {"dim": args.dim, "threads": 1},
-                            "figures": figures})
+        t_ours = benchmark(lambda x=x, delta=delta: sylboost_segment(x, delta=delta), warmup=1, repeat=3).median
+        t_base = benchmark(lambda x=x, delta=delta: official_formulation(x, delta), warmup=1, repeat=3).median
+        figures[f"{sec:g}s"] = {
+            "frames": n,
+            "ours_frames_per_s": n / t_ours,
+            "official_frames_per_s": n / t_base,
+            "speedup": t_base / t_ours,
+            "identical_borders": same,
+        }
+        print(
+            f"{sec:>5.0f} s audio ({n} frames, D={args.dim}): ours {n / t_ours:9.0f} frames/s, official formulation "
+            f"{n / t_base:9.0f} frames/s, speed-up {t_base / t_ours:4.1f}x, identical borders: {same}"
+        )
+    write_result(
+        args.out, {"name": "syllablelm_segmentation", "params": {"dim": args.dim, "threads": 1}, "figures": figures}
+    )
 
 
 if __name__ == "__main__":

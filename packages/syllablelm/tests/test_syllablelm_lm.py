@@ -14,7 +14,15 @@ TINY = SyllableLMConfig(vocab=23, depth=2, heads=2, dim=16, mlp_ratio=4, dropout
 def test_official_defaults_and_param_count():
     cfg = SyllableLMConfig()
     assert (cfg.vocab, cfg.depth, cfg.heads, cfg.dim, cfg.mlp_ratio, cfg.dropout, cfg.max_pos, cfg.final_norm) == (
-        8192, 12, 12, 768, 4, 0.1, 3000, False)
+        8192,
+        12,
+        12,
+        768,
+        4,
+        0.1,
+        3000,
+        False,
+    )
     with torch.device("meta"):
         model = SyllableLM(cfg)
     assert model.num_params() == analytic_num_params(cfg)

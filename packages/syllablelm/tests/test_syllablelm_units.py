@@ -115,8 +115,13 @@ def test_tokenizer_end_to_end_on_planted_features(tmp_path):
         return torch.tensor(x + 0.1 * rng.normal(size=x.shape), dtype=torch.float32)
 
     data = [make(rng.integers(0, 6, 12)) for _ in range(8)]
-    tok = SylBoostTokenizer.fit(lambda w: data[int(w[0])], [torch.tensor([float(i)]) for i in range(len(data))],
-                                n_kmeans=12, n_units=6, target_hz=5.0)
+    tok = SylBoostTokenizer.fit(
+        lambda w: data[int(w[0])],
+        [torch.tensor([float(i)]) for i in range(len(data))],
+        n_kmeans=12,
+        n_units=6,
+        target_hz=5.0,
+    )
     assert tok.vocab_size == 6
     units = tok.encode(torch.tensor([0.0]))
     assert len(units) > 0 and units.starts[0] == 0 and units.ends[-1] == data[0].shape[0]

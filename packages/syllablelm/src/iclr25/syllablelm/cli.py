@@ -19,8 +19,10 @@ def _demo(args) -> int:
     torch.set_num_threads(max(1, args.threads))
     cfg = PipelineConfig(n_train=args.n_train, n_eval=args.n_eval, seed=args.seed)
     res = run_pipeline(cfg, verbose=args.verbose)
-    print(f"SyllableLM units on synthetic espeak-ng speech ({cfg.n_train} train / {cfg.n_eval} eval utterances, "
-          f"small HuBERT-style encoder trained here)")
+    print(
+        f"SyllableLM units on synthetic espeak-ng speech ({cfg.n_train} train / {cfg.n_eval} eval utterances, "
+        f"small HuBERT-style encoder trained here)"
+    )
     print(format_table(res))
     print(f"wall time {res.seconds:.1f} s")
     if args.save:

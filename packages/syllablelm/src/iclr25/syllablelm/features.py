@@ -30,8 +30,16 @@ def mel_filterbank(n_mels: int, n_fft: int, sample_rate: int, fmin: float = 20.0
     return fb
 
 
-def mfcc(wav, sample_rate: int = 16000, n_mfcc: int = 13, n_mels: int = 40, win: int = 400, hop: int = 320,
-         deltas: bool = True, cmvn: bool = True) -> np.ndarray:
+def mfcc(
+    wav,
+    sample_rate: int = 16000,
+    n_mfcc: int = 13,
+    n_mels: int = 40,
+    win: int = 400,
+    hop: int = 320,
+    deltas: bool = True,
+    cmvn: bool = True,
+) -> np.ndarray:
     """MFCCs (+ deltas) of a mono waveform: ``[T, n_mfcc * (2 if deltas else 1)]`` with ``T = (S - 400) // 320 + 1``."""
     x = np.asarray(torch.as_tensor(wav).float().reshape(-1).cpu().numpy(), dtype=np.float64)
     if len(x) < win:

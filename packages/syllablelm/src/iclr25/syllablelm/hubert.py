@@ -134,9 +134,14 @@ class HubertTeacher(nn.Module):
 
 _FAIRSEQ_RULES: list[tuple[str, str]] = [
     (r"^feature_extractor\.conv_layers\.(\d+)\.0\.weight$", r"hubert.feature_extractor.conv_layers.\1.conv.weight"),
-    (r"^feature_extractor\.conv_layers\.(\d+)\.2\.(weight|bias)$", r"hubert.feature_extractor.conv_layers.\1.layer_norm.\2"),
-    (r"^feature_extractor\.conv_layers\.(\d+)\.2\.1\.(weight|bias)$",
-     r"hubert.feature_extractor.conv_layers.\1.layer_norm.\2"),
+    (
+        r"^feature_extractor\.conv_layers\.(\d+)\.2\.(weight|bias)$",
+        r"hubert.feature_extractor.conv_layers.\1.layer_norm.\2",
+    ),
+    (
+        r"^feature_extractor\.conv_layers\.(\d+)\.2\.1\.(weight|bias)$",
+        r"hubert.feature_extractor.conv_layers.\1.layer_norm.\2",
+    ),
     (r"^layer_norm\.(weight|bias)$", r"hubert.feature_projection.layer_norm.\1"),
     (r"^post_extract_proj\.(weight|bias)$", r"hubert.feature_projection.projection.\1"),
     (r"^mask_emb$", r"hubert.masked_spec_embed"),
@@ -144,8 +149,10 @@ _FAIRSEQ_RULES: list[tuple[str, str]] = [
     (r"^encoder\.pos_conv\.0\.weight_v$", r"hubert.encoder.pos_conv_embed.conv.parametrizations.weight.original1"),
     (r"^encoder\.pos_conv\.0\.bias$", r"hubert.encoder.pos_conv_embed.conv.bias"),
     (r"^encoder\.layer_norm\.(weight|bias)$", r"hubert.encoder.layer_norm.\1"),
-    (r"^encoder\.layers\.(\d+)\.self_attn\.(k|v|q|out)_proj\.(weight|bias)$",
-     r"hubert.encoder.layers.\1.attention.\2_proj.\3"),
+    (
+        r"^encoder\.layers\.(\d+)\.self_attn\.(k|v|q|out)_proj\.(weight|bias)$",
+        r"hubert.encoder.layers.\1.attention.\2_proj.\3",
+    ),
     (r"^encoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)$", r"hubert.encoder.layers.\1.layer_norm.\2"),
     (r"^encoder\.layers\.(\d+)\.fc1\.(weight|bias)$", r"hubert.encoder.layers.\1.feed_forward.intermediate_dense.\2"),
     (r"^encoder\.layers\.(\d+)\.fc2\.(weight|bias)$", r"hubert.encoder.layers.\1.feed_forward.output_dense.\2"),

@@ -53,9 +53,15 @@ def dedup_with_durations(units: Sequence[int]) -> tuple[list[int], list[int]]:
     return out, dur
 
 
-def interleave(short_units: Sequence[int], short_durations: Sequence[int], long_units: Sequence[int],
-               long_starts: Sequence[int], vocab: InterleavedVocab | None = None, lookahead: int = 5,
-               short_rate_factor: int = 2) -> tuple[list[int], list[int]]:
+def interleave(
+    short_units: Sequence[int],
+    short_durations: Sequence[int],
+    long_units: Sequence[int],
+    long_starts: Sequence[int],
+    vocab: InterleavedVocab | None = None,
+    lookahead: int = 5,
+    short_rate_factor: int = 2,
+) -> tuple[list[int], list[int]]:
     """Tokens of the interleaved sequence, and the short-unit durations in emission order (for the vocoder).
 
     short units are deduplicated units with durations at 25 Hz; ``long_starts`` are syllable starts at 50 Hz.
@@ -114,8 +120,14 @@ def deinterleave(tokens: Sequence[int], vocab: InterleavedVocab | None = None) -
 NextLogits = Callable[[list[int]], torch.Tensor]
 
 
-def greedy_short_units(next_logits: NextLogits, long_units: Sequence[int], vocab: InterleavedVocab | None = None,
-                       stop: float = 0.5, end_stop: float = 0.9, max_per_syllable: int = 20) -> list[list[int]]:
+def greedy_short_units(
+    next_logits: NextLogits,
+    long_units: Sequence[int],
+    vocab: InterleavedVocab | None = None,
+    stop: float = 0.5,
+    end_stop: float = 0.9,
+    max_per_syllable: int = 20,
+) -> list[list[int]]:
     """Greedy (top-1) decoding of the short units of each syllable given the syllable sequence.
 
     ``next_logits(tokens)`` returns the joint-vocabulary logits of the next token. Logits are restricted to short

@@ -165,8 +165,10 @@ class SyllableLM(nn.Module):
     def score(self, units, normalize: bool = False) -> torch.Tensor:
         """Log-likelihood (nats) of each unit sequence followed by STOP, given BOS; ``normalize`` divides by the
         number of predicted tokens. ``units``: one sequence or a list of them. Returns ``[B]``."""
-        if isinstance(units, torch.Tensor) and units.ndim == 1 or (
-            isinstance(units, (list, tuple)) and units and not isinstance(units[0], (list, tuple, torch.Tensor))
+        if (
+            isinstance(units, torch.Tensor)
+            and units.ndim == 1
+            or (isinstance(units, (list, tuple)) and units and not isinstance(units[0], (list, tuple, torch.Tensor)))
         ):
             units = [units]
         dev = self.embed.weight.device
@@ -180,8 +182,16 @@ class SyllableLM(nn.Module):
         return total / valid.sum(1) if normalize else total
 
     @torch.no_grad()
-    def generate(self, prompt, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                 use_cache: bool = True, generator: torch.Generator | None = None, stop_at_eos: bool = True):
+    def generate(
+        self,
+        prompt,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+        stop_at_eos: bool = True,
+    ):
         """Continue ``prompt`` (1-D unit ids, BOS is prepended internally); returns prompt + new tokens.
 
         ``temperature=0`` is greedy. Generation stops early at STOP when ``stop_at_eos`` (STOP is not returned).
@@ -195,7 +205,7 @@ class SyllableLM(nn.Module):
         seq = torch.cat([torch.tensor([self.config.bos]), prompt]).to(dev)[None]
         cache = None
         out = []
-        for step in range(max_new_tokens):
+        for _ in range(max_new_tokens):
             if use_cache:
                 logits, cache = self(seq if cache is None else seq[:, -1:], cache)
             else:
@@ -222,8 +232,9 @@ class SyllableLM(nn.Module):
         return asdict(self.config)
 
 
-def tri_stage_lr(step: int, total: int, warmup: float = 0.04, hold: float = 0.21, init_scale: float = 0.01,
-                 final_scale: float = 0.1) -> float:
+def tri_stage_lr(
+    step: int, total: int, warmup: float = 0.04, hold: float = 0.21, init_scale: float = 0.01, final_scale: float = 0.1
+) -> float:
     """fairseq tri-stage multiplier: linear warmup from ``init_scale``, hold at 1, exponential decay to
     ``final_scale`` (official 16k / 84k / 300k of 400k updates = 4 % / 21 % / 75 %)."""
     w, h = int(warmup * total), int(hold * total)

@@ -33,8 +33,13 @@ class LMTrainConfig:
 
 
 def _save(path, model, opt, step, cfg):
-    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-             "lm_config": model.config_dict(), "train_config": asdict(cfg)}
+    state = {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "step": step,
+        "lm_config": model.config_dict(),
+        "train_config": asdict(cfg),
+    }
     with atomic_write(path, "wb") as f:
         torch.save(state, f)
 
@@ -48,14 +53,19 @@ def load_lm_checkpoint(path) -> tuple[SyllableLM, dict]:
     return model, state
 
 
-def train_lm(model: SyllableLM, sequences: Sequence, cfg: LMTrainConfig | None = None,
-             checkpoint: str | Path | None = None, resume: bool = True, verbose: bool = False) -> list[float]:
+def train_lm(
+    model: SyllableLM,
+    sequences: Sequence,
+    cfg: LMTrainConfig | None = None,
+    checkpoint: str | Path | None = None,
+    resume: bool = True,
+    verbose: bool = False,
+) -> list[float]:
     """Train on unit sequences (random mini-batches). Resumes from ``checkpoint`` when it exists."""
     cfg = cfg or LMTrainConfig()
     if not sequences:
         raise ValueError("no training sequences")
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
-                            weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
     start = 0
     if checkpoint is not None and resume and Path(checkpoint).exists():
         state = torch.load(checkpoint, map_location="cpu", weights_only=True)

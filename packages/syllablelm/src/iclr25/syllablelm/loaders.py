@@ -51,8 +51,14 @@ def lm_state_to_fairseq(model: SyllableLM) -> dict:
             inverse["embed_weight"] = v.clone()
         elif m:
             i, name, p = m.groups()
-            off = {"ln1": "norm1", "ln2": "norm2", "qkv": "attn.qkv", "proj": "attn.proj", "fc1": "mlp.fc1",
-                   "fc2": "mlp.fc2"}[name]
+            off = {
+                "ln1": "norm1",
+                "ln2": "norm2",
+                "qkv": "attn.qkv",
+                "proj": "attn.proj",
+                "fc1": "mlp.fc1",
+                "fc2": "mlp.fc2",
+            }[name]
             inverse[f"encoder.blocks.{i}.{off}.{p}"] = v.clone()
         else:
             raise KeyError(f"no official name for {k}")
@@ -73,8 +79,15 @@ def load_fairseq_lm(path: str | Path) -> SyllableLM:
     mcfg = ((state.get("cfg") or {}).get("model") or {}) if isinstance(state.get("cfg"), dict) else {}
     heads = int(mcfg.get("num_heads", 12))
     hidden = sd["encoder.blocks.0.mlp.fc1.weight"].shape[0] if depth else 4 * dim
-    cfg = SyllableLMConfig(vocab=v1 - 1, depth=depth, heads=heads, dim=dim, mlp_ratio=hidden // dim,
-                           max_pos=sd["pe"].shape[1], final_norm=False)
+    cfg = SyllableLMConfig(
+        vocab=v1 - 1,
+        depth=depth,
+        heads=heads,
+        dim=dim,
+        mlp_ratio=hidden // dim,
+        max_pos=sd["pe"].shape[1],
+        final_norm=False,
+    )
     model = SyllableLM(cfg)
     ours = {}
     for k, v in sd.items():
@@ -96,8 +109,9 @@ def load_fairseq_lm(path: str | Path) -> SyllableLM:
     return model.eval()
 
 
-def load_official_units(encoder: Encoder, kmeans_npy: str | Path, agglom_npy: str | Path,
-                        rate: str = "6.25hz") -> SylBoostTokenizer:
+def load_official_units(
+    encoder: Encoder, kmeans_npy: str | Path, agglom_npy: str | Path, rate: str = "6.25hz"
+) -> SylBoostTokenizer:
     """Tokenizer from the released k-means centroids and agglomerative table (``np.load``; checked for shape)."""
     centroids = np.load(kmeans_npy)
     agglom = np.load(agglom_npy).reshape(-1)

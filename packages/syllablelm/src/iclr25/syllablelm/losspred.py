@@ -95,7 +95,9 @@ def loss_matrix(
             masks = torch.stack([_window_mask(t, c, window) for c in chunk])
             losses = teacher.masked_losses(wav, masks, labels).detach().float().cpu()
             if losses.shape != masks.shape:
-                raise ValueError(f"teacher returned losses of shape {tuple(losses.shape)}, expected {tuple(masks.shape)}")
+                raise ValueError(
+                    f"teacher returned losses of shape {tuple(losses.shape)}, expected {tuple(masks.shape)}"
+                )
             for row, centres in enumerate(chunk):
                 for mu in centres:
                     r = mu - left - 1  # last visible frame before the mask
@@ -112,7 +114,9 @@ def loss_matrix(
 
 
 def loss_to_affinity(
-    loss: torch.Tensor, counts: torch.Tensor | None = None, window: int = LossPredConfig.window,
+    loss: torch.Tensor,
+    counts: torch.Tensor | None = None,
+    window: int = LossPredConfig.window,
     clip: float = LossPredConfig.clip,
 ) -> torch.Tensor:
     """``A[r, c] = exp(-L[r, c])`` for ``0 < |c - r| <= left`` (25) where written; ``exp(-clip)`` elsewhere."""
@@ -127,8 +131,9 @@ def loss_to_affinity(
     return torch.where(band, torch.exp(-loss.clamp(max=clip)), torch.exp(torch.tensor(-clip)))
 
 
-def num_losspred_segments(num_frames: int, sec_per_syllable: float = LossPredConfig.sec_per_syllable,
-                          frame_rate: float = FRAME_RATE) -> int:
+def num_losspred_segments(
+    num_frames: int, sec_per_syllable: float = LossPredConfig.sec_per_syllable, frame_rate: float = FRAME_RATE
+) -> int:
     """``floor(T / (frame_rate * sec_per_syllable)) + 1`` segments (the notebook's K at 6.25 Hz)."""
     return int(num_frames // (frame_rate * sec_per_syllable)) + 1
 

@@ -58,8 +58,16 @@ def _scores_from_counts(hits: int, n_pred: int, n_ref: int, eps: float) -> dict[
     r = hits / n_ref + eps if n_ref else eps
     f1 = 2 * p * r / (p + r) if p + r > 0 else 0.0
     os_ = r / p - 1.0 if p > 0 else 0.0
-    return {"precision": p, "recall": r, "f1": f1, "os": os_, "r_value": r_value(p, r), "hits": hits,
-            "n_pred": n_pred, "n_ref": n_ref}
+    return {
+        "precision": p,
+        "recall": r,
+        "f1": f1,
+        "os": os_,
+        "r_value": r_value(p, r),
+        "hits": hits,
+        "n_pred": n_pred,
+        "n_ref": n_ref,
+    }
 
 
 def boundary_scores(pred_seconds, ref_seconds, tolerance: float = 0.05, shift: float = 0.0, eps: float = 0.0):
@@ -84,8 +92,9 @@ def boundary_scores(pred_seconds, ref_seconds, tolerance: float = 0.05, shift: f
     return _scores_from_counts(hits, n_pred, n_ref, eps)
 
 
-def tune_shift(pred_seconds: Sequence, ref_seconds: Sequence, tolerance: float = 0.05,
-               shifts=None) -> tuple[float, dict]:
+def tune_shift(
+    pred_seconds: Sequence, ref_seconds: Sequence, tolerance: float = 0.05, shifts=None
+) -> tuple[float, dict]:
     """Pick the constant shift maximising the pooled R-value (notebook grid: arange(-0.06, 0.031, 0.005))."""
     if shifts is None:
         shifts = np.round(np.arange(-0.06, 0.031, 0.005), 4)
@@ -160,5 +169,8 @@ def bitrate(units, duration_seconds: float, vocab_size: int | None = None) -> di
     p = counts / max(counts.sum(), 1)
     entropy = float(-(p * np.log2(p)).sum()) if len(p) else 0.0
     v = vocab_size if vocab_size is not None else max(len(counts), 1)
-    return {"tokens_per_second": rate, "storage_bps": rate * math.log2(v) if v > 1 else 0.0,
-            "entropy_bps": rate * entropy}
+    return {
+        "tokens_per_second": rate,
+        "storage_bps": rate * math.log2(v) if v > 1 else 0.0,
+        "entropy_bps": rate * entropy,
+    }

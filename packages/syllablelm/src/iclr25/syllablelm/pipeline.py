@@ -80,8 +80,11 @@ def _score(name, borders_list, utts, shift_from=None):
     refs = [ref_boundaries(u) for u in utts]
     sc = boundary_scores(preds, refs, tolerance=0.05)
     dur = sum(u.duration for u in utts)
-    row = {"method": name, **{k: sc[k] for k in ("precision", "recall", "f1", "r_value")},
-           "seg_per_s": sum(len(b) - 1 for b in borders_list) / dur}
+    row = {
+        "method": name,
+        **{k: sc[k] for k in ("precision", "recall", "f1", "r_value")},
+        "seg_per_s": sum(len(b) - 1 for b in borders_list) / dur,
+    }
     shift, tuned = tune_shift(preds, refs, tolerance=0.05)
     row["f1_tuned"], row["r_value_tuned"], row["shift"] = tuned["f1"], tuned["r_value"], shift
     return row
@@ -102,8 +105,10 @@ def run_pipeline(cfg: PipelineConfig | None = None, verbose: bool = False) -> Pi
     res.rows.append(_score(f"uniform {cfg.target_hz:g} Hz", uni, evals))
 
     # LossPred (teacher masked-prediction losses -> normalized-cut DP)
-    lp = [losspred_segment(teacher, torch.from_numpy(u.wav), sec_per_syllable=1.0 / cfg.target_hz)
-          for u in progress(corpus, desc="LossPred", disable=not verbose)]
+    lp = [
+        losspred_segment(teacher, torch.from_numpy(u.wav), sec_per_syllable=1.0 / cfg.target_hz)
+        for u in progress(corpus, desc="LossPred", disable=not verbose)
+    ]
     res.rows.append(_score("LossPred", lp[cfg.n_train :], evals))
 
     # SylBoost iterations: distil segment-averaged teacher features, re-segment with the student
@@ -129,18 +134,27 @@ def run_pipeline(cfg: PipelineConfig | None = None, verbose: bool = False) -> Pi
         res.rows.append(_score(f"SylBoost iter {it + 1}", segs[cfg.n_train :], evals))
 
     # units
-    tok = SylBoostTokenizer.fit(lambda w: _features(student, w, cfg.feature_layer), [u.wav for u in train],
-                                n_kmeans=cfg.n_kmeans, n_units=cfg.n_units, target_hz=cfg.target_hz, seed=cfg.seed)
+    tok = SylBoostTokenizer.fit(
+        lambda w: _features(student, w, cfg.feature_layer),
+        [u.wav for u in train],
+        n_kmeans=cfg.n_kmeans,
+        n_units=cfg.n_units,
+        target_hz=cfg.target_hz,
+        seed=cfg.seed,
+    )
     unit_segs, ref_segs, seqs = [], [], []
     for u in evals:
         raw = tok.encode(u.wav, dedup=False)
-        unit_segs.append([(s / FRAME_RATE, e / FRAME_RATE, int(k)) for k, s, e in zip(raw.units, raw.starts,
-                                                                                       raw.ends)])
+        unit_segs.append([(s / FRAME_RATE, e / FRAME_RATE, int(k)) for k, s, e in zip(raw.units, raw.starts, raw.ends)])
         ref_segs.append(list(u.syllables))
         seqs.append(tok.encode(u.wav).units)
     dur = sum(u.duration for u in evals)
-    res.units = {**clustering_scores(unit_segs, ref_segs), **bitrate(seqs, dur, tok.vocab_size),
-                 "vocab": tok.vocab_size, "true_syllables_per_s": sum(len(u.syllables) for u in evals) / dur}
+    res.units = {
+        **clustering_scores(unit_segs, ref_segs),
+        **bitrate(seqs, dur, tok.vocab_size),
+        "vocab": tok.vocab_size,
+        "true_syllables_per_s": sum(len(u.syllables) for u in evals) / dur,
+    }
     res.tokenizer, res.student = tok, student
     res.seconds = time.perf_counter() - t0
     return res
@@ -150,14 +164,20 @@ def format_table(res: PipelineResult) -> str:
     head = f"{'method':<18}{'P':>7}{'R':>7}{'F1':>7}{'R-val':>7}{'F1*':>7}{'R-val*':>8}{'shift':>7}{'seg/s':>7}"
     lines = [head, "-" * len(head)]
     for r in res.rows:
-        lines.append(f"{r['method']:<18}{r['precision']:>7.3f}{r['recall']:>7.3f}{r['f1']:>7.3f}{r['r_value']:>7.3f}"
-                     f"{r['f1_tuned']:>7.3f}{r['r_value_tuned']:>8.3f}{r['shift']:>7.3f}{r['seg_per_s']:>7.2f}")
+        lines.append(
+            f"{r['method']:<18}{r['precision']:>7.3f}{r['recall']:>7.3f}{r['f1']:>7.3f}{r['r_value']:>7.3f}"
+            f"{r['f1_tuned']:>7.3f}{r['r_value_tuned']:>8.3f}{r['shift']:>7.3f}{r['seg_per_s']:>7.2f}"
+        )
     u = res.units
     lines.append("")
-    lines.append(f"units: vocab {u['vocab']}, {u['tokens_per_second']:.2f} tokens/s (true syllables "
-                 f"{u['true_syllables_per_s']:.2f}/s), storage {u['storage_bps']:.1f} bps, entropy "
-                 f"{u['entropy_bps']:.1f} bps")
-    lines.append(f"clustering: cluster purity {u['cluster_purity']:.3f}, syllable purity {u['syllable_purity']:.3f}, "
-                 f"SNMI {u['snmi']:.3f} over {u['n_tokens']} syllables")
+    lines.append(
+        f"units: vocab {u['vocab']}, {u['tokens_per_second']:.2f} tokens/s (true syllables "
+        f"{u['true_syllables_per_s']:.2f}/s), storage {u['storage_bps']:.1f} bps, entropy "
+        f"{u['entropy_bps']:.1f} bps"
+    )
+    lines.append(
+        f"clustering: cluster purity {u['cluster_purity']:.3f}, syllable purity {u['syllable_purity']:.3f}, "
+        f"SNMI {u['snmi']:.3f} over {u['n_tokens']} syllables"
+    )
     lines.append("* = with a constant shift tuned on the same utterances (grid -60..+30 ms, notebook protocol)")
     return "\n".join(lines)

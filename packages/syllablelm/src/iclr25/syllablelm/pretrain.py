@@ -115,8 +115,11 @@ def pretrain_small_hubert(wavs: list, cfg: PretrainConfig | None = None, verbose
 
 def save_small_hubert(model: HubertTeacher, path: str | Path) -> None:
     cfg = getattr(model, "pretrain_config", PretrainConfig())
-    state = {"config": asdict(cfg), "centroids": model.label_fn.centroids,
-             "state_dict": {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}}
+    state = {
+        "config": asdict(cfg),
+        "centroids": model.label_fn.centroids,
+        "state_dict": {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()},
+    }
     with atomic_write(path, "wb") as f:
         torch.save(state, f)
 

@@ -162,7 +162,12 @@ def _select_np(costs: np.ndarray, back: np.ndarray, n: int, delta: float, quanti
 
 
 def select_num_segments(
-    costs: torch.Tensor, back: torch.Tensor, n: int, delta: float, quantile: float = 0.75, max_segments=None,
+    costs: torch.Tensor,
+    back: torch.Tensor,
+    n: int,
+    delta: float,
+    quantile: float = 0.75,
+    max_segments=None,
     min_segments=None,
 ) -> int:
     """Official rate control (extract_units.py get_quantile_borders_helper).
@@ -207,8 +212,9 @@ def _prepare(x, lens, max_len, min_len, max_rate_hz, frame_rate, backend) -> lis
     if not todo:
         return out
     s = min(max_len, max(lens_l[i] for i in todo))
-    budgets = {i: max(int(lens_l[i] * max_rate_hz / frame_rate), _feasible_range(lens_l[i], min_len, s)[0])
-               for i in todo}
+    budgets = {
+        i: max(int(lens_l[i] * max_rate_hz / frame_rate), _feasible_range(lens_l[i], min_len, s)[0]) for i in todo
+    }
     costs = sse_costs(x[todo], max_len=s, min_len=min_len, lengths=lens[todo])
     _, back = segmental_dp(costs, max(budgets.values()), exact=False, backend=backend)
     costs_np, back_np = costs.cpu().double().numpy(), back.cpu().numpy()
@@ -306,9 +312,16 @@ def mincut_segment(
 
 
 def calibrate_delta(
-    feats_list, target_hz: float, quantile: float = 0.75, max_len: int = 35, min_len: int = 3,
-    max_rate_hz: float = SegmentConfig.max_rate_hz, frame_rate: float = FRAME_RATE, lo: float = 1e-6,
-    hi: float = 10.0, iters: int = 30,
+    feats_list,
+    target_hz: float,
+    quantile: float = 0.75,
+    max_len: int = 35,
+    min_len: int = 3,
+    max_rate_hz: float = SegmentConfig.max_rate_hz,
+    frame_rate: float = FRAME_RATE,
+    lo: float = 1e-6,
+    hi: float = 10.0,
+    iters: int = 30,
 ) -> float:
     """Find the delta whose rate control gives ``target_hz`` segments per second on ``feats_list`` (bisection in
     log-delta; the DP runs once per utterance). The official deltas are tied to the released checkpoints' feature

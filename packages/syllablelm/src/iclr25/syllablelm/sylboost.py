@@ -30,7 +30,9 @@ def inner_span(start: int, end: int, lo: float = SylBoostConfig.inner_lo, hi: fl
 
 
 def segment_targets(
-    teacher_feats: torch.Tensor, borders: Sequence, lo: float = SylBoostConfig.inner_lo,
+    teacher_feats: torch.Tensor,
+    borders: Sequence,
+    lo: float = SylBoostConfig.inner_lo,
     hi: float = SylBoostConfig.inner_hi,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-frame targets ``[B, T, D]`` and the valid-frame mask ``[B, T]`` from per-utterance borders.
@@ -68,13 +70,30 @@ class BertAdam(torch.optim.Optimizer):
     ``lr_t = lr * (p / warmup if p < warmup else max((p - 1) / (warmup - 1), 0))`` with ``p = step / t_total``.
     """
 
-    def __init__(self, params, lr: float = SylBoostConfig.lr, warmup: float = SylBoostConfig.warmup,
-                 t_total: int = -1, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
-                 weight_decay: float = SylBoostConfig.weight_decay, max_grad_norm: float = SylBoostConfig.clip):
+    def __init__(
+        self,
+        params,
+        lr: float = SylBoostConfig.lr,
+        warmup: float = SylBoostConfig.warmup,
+        t_total: int = -1,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-6,
+        weight_decay: float = SylBoostConfig.weight_decay,
+        max_grad_norm: float = SylBoostConfig.clip,
+    ):
         if lr <= 0:
             raise ValueError(f"lr must be > 0, got {lr}")
-        defaults = dict(lr=lr, warmup=warmup, t_total=t_total, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay,
-                        max_grad_norm=max_grad_norm)
+        defaults = dict(
+            lr=lr,
+            warmup=warmup,
+            t_total=t_total,
+            b1=b1,
+            b2=b2,
+            eps=eps,
+            weight_decay=weight_decay,
+            max_grad_norm=max_grad_norm,
+        )
         super().__init__(params, defaults)
 
     @staticmethod
@@ -124,8 +143,14 @@ class SylBoostTrainer:
     ``feature_grad_mult 0``).
     """
 
-    def __init__(self, model: nn.Module, feature_fn: FeatureFn, config: SylBoostConfig | None = None,
-                 total_steps: int = 100, frozen_prefixes: Sequence[str] = ("hubert.feature_extractor",)):
+    def __init__(
+        self,
+        model: nn.Module,
+        feature_fn: FeatureFn,
+        config: SylBoostConfig | None = None,
+        total_steps: int = 100,
+        frozen_prefixes: Sequence[str] = ("hubert.feature_extractor",),
+    ):
         self.config = config or SylBoostConfig()
         self.student = model
         self.teacher = copy.deepcopy(model).eval()
@@ -138,15 +163,22 @@ class SylBoostTrainer:
             p.requires_grad_(not frozen)
             if not frozen:
                 params.append(p)
-        self.optimizer = BertAdam(params, lr=self.config.lr, warmup=self.config.warmup, t_total=total_steps,
-                                  weight_decay=self.config.weight_decay, max_grad_norm=self.config.clip)
+        self.optimizer = BertAdam(
+            params,
+            lr=self.config.lr,
+            warmup=self.config.warmup,
+            t_total=total_steps,
+            weight_decay=self.config.weight_decay,
+            max_grad_norm=self.config.clip,
+        )
         self.steps = 0
 
     def step(self, wav: torch.Tensor, borders: Sequence) -> float:
         """One update on a zero-padded waveform batch ``[B, S]`` with per-utterance frame borders."""
         with torch.no_grad():
-            targets, valid = segment_targets(self.feature_fn(self.teacher, wav), borders, self.config.inner_lo,
-                                             self.config.inner_hi)
+            targets, valid = segment_targets(
+                self.feature_fn(self.teacher, wav), borders, self.config.inner_lo, self.config.inner_hi
+            )
         self.student.train()
         loss = sylboost_loss(self.feature_fn(self.student, wav), targets, valid)
         self.optimizer.zero_grad(set_to_none=True)

@@ -31,9 +31,17 @@ class SylBoostTokenizer:
     explicit ``delta`` (e.g. from ``calibrate_delta`` for a non-official encoder) overrides it.
     """
 
-    def __init__(self, encoder: Encoder, centroids, agglom=None, rate: str | None = "6.25hz",
-                 delta: float | None = None, quantile: float | None = None, seg: SegmentConfig | None = None,
-                 backend: str = "auto"):
+    def __init__(
+        self,
+        encoder: Encoder,
+        centroids,
+        agglom=None,
+        rate: str | None = "6.25hz",
+        delta: float | None = None,
+        quantile: float | None = None,
+        seg: SegmentConfig | None = None,
+        backend: str = "auto",
+    ):
         self.encoder = encoder
         self.kmeans = KMeans(int(np.asarray(centroids).shape[0]), backend=backend)
         self.kmeans.centroids = torch.as_tensor(np.asarray(centroids)).float()
@@ -61,8 +69,15 @@ class SylBoostTokenizer:
         return f.float()
 
     def segment(self, feats: torch.Tensor) -> torch.Tensor:
-        return sylboost_segment(feats, delta=self.delta, quantile=self.quantile, max_len=self.seg.max_len,
-                                min_len=self.seg.min_len, max_rate_hz=self.seg.max_rate_hz, backend=self.backend)
+        return sylboost_segment(
+            feats,
+            delta=self.delta,
+            quantile=self.quantile,
+            max_len=self.seg.max_len,
+            min_len=self.seg.min_len,
+            max_rate_hz=self.seg.max_rate_hz,
+            backend=self.backend,
+        )
 
     def encode(self, wav, dedup: bool = True) -> Units:
         feats = self.features(wav)
@@ -74,8 +89,17 @@ class SylBoostTokenizer:
         return deduplicate(ids, starts, ends) if dedup else Units(ids, starts, ends)
 
     @classmethod
-    def fit(cls, encoder: Encoder, wavs, n_kmeans: int, n_units: int | None = None, target_hz: float = 6.25,
-            seed: int = 0, seg: SegmentConfig | None = None, backend: str = "auto") -> SylBoostTokenizer:
+    def fit(
+        cls,
+        encoder: Encoder,
+        wavs,
+        n_kmeans: int,
+        n_units: int | None = None,
+        target_hz: float = 6.25,
+        seed: int = 0,
+        seg: SegmentConfig | None = None,
+        backend: str = "auto",
+    ) -> SylBoostTokenizer:
         """Calibrate delta to ``target_hz`` on ``wavs``, segment, then fit k-means and the Ward merge."""
         seg = seg or SegmentConfig()
         tok = cls(encoder, np.zeros((1, 1)), delta=1.0, seg=seg, backend=backend)
@@ -90,8 +114,13 @@ class SylBoostTokenizer:
     def save(self, path: str | Path) -> None:
         """Write centroids, agglom table and rate parameters to one ``.npz``."""
         with atomic_write(path, "wb") as f:
-            np.savez(f, centroids=self.kmeans.centroids.numpy(), agglom=self.agglom,
-                     delta=np.float64(self.delta), quantile=np.float64(self.quantile))
+            np.savez(
+                f,
+                centroids=self.kmeans.centroids.numpy(),
+                agglom=self.agglom,
+                delta=np.float64(self.delta),
+                quantile=np.float64(self.quantile),
+            )
 
     @classmethod
     def load(cls, path: str | Path, encoder: Encoder, backend: str = "auto") -> SylBoostTokenizer:
@@ -99,8 +128,14 @@ class SylBoostTokenizer:
             missing = {"centroids", "agglom", "delta", "quantile"} - set(z.files)
             if missing:
                 raise ValueError(f"{path} is not a tokenizer file (missing {sorted(missing)})")
-            return cls(encoder, z["centroids"], z["agglom"], delta=float(z["delta"]), quantile=float(z["quantile"]),
-                       backend=backend)
+            return cls(
+                encoder,
+                z["centroids"],
+                z["agglom"],
+                delta=float(z["delta"]),
+                quantile=float(z["quantile"]),
+                backend=backend,
+            )
 
     def seconds(self, units: Units) -> list[tuple[int, float, float]]:
         return units.seconds(FRAME_RATE)

@@ -7,6 +7,7 @@ triton and ``TRITON_INTERPRET`` can be set by the test plugin first.
 from __future__ import annotations
 
 import torch
+
 from iclr25.shared import resolve_backend
 
 from .reference import blocksums_reference, kmeans_assign_reference, segmental_dp_reference

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from iclr25.shared import next_power_of_2
 
 from .reference import blocksums_reference
@@ -37,8 +38,9 @@ def _forward(m: torch.Tensor, max_len: int) -> torch.Tensor:
     bsz, n, _ = m.shape
     out = torch.zeros(bsz, n + 1, max_len + 1, dtype=m.dtype, device=m.device)
     if n > 0 and bsz > 0:
-        _blocksums_kernel[(bsz, n)](m, out, n, max_len, m.stride(0), m.stride(1), m.stride(2),
-                                    BLOCK_S=next_power_of_2(max_len))
+        _blocksums_kernel[(bsz, n)](
+            m, out, n, max_len, m.stride(0), m.stride(1), m.stride(2), BLOCK_S=next_power_of_2(max_len)
+        )
     return out
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from iclr25.shared import next_power_of_2
 
 
 @triton.jit
-def _kmeans_assign_kernel(x_ptr, c_ptr, out_ptr, N, K, D, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          BLOCK_D: tl.constexpr):
+def _kmeans_assign_kernel(
+    x_ptr, c_ptr, out_ptr, N, K, D, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr
+):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     rmask = rows < N
@@ -57,6 +59,7 @@ def kmeans_assign_triton(x: torch.Tensor, centroids: torch.Tensor) -> torch.Tens
         return out
     block_n, block_k = 16, min(64, max(16, next_power_of_2(k)))
     block_d = min(64, max(16, next_power_of_2(d)))
-    _kmeans_assign_kernel[(triton.cdiv(n, block_n),)](x, c, out, n, k, d, BLOCK_N=block_n, BLOCK_K=block_k,
-                                                      BLOCK_D=block_d)
+    _kmeans_assign_kernel[(triton.cdiv(n, block_n),)](
+        x, c, out, n, k, d, BLOCK_N=block_n, BLOCK_K=block_k, BLOCK_D=block_d
+    )
     return out

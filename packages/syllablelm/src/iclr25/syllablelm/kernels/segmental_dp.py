@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from iclr25.shared import next_power_of_2
 
 
