@@ -137,5 +137,24 @@ class SylBoostTokenizer:
                 backend=backend,
             )
 
+    @classmethod
+    def from_official(
+        cls, sylboost_pth, kmeans_npy, agglom_npy, rate: str = "6.25hz", config=None, backend: str = "auto"
+    ) -> SylBoostTokenizer:
+        """The released tokenizer: SylBoost data2vec2 checkpoint + k-means centroids + agglomerative table."""
+        from .data2vec2 import load_sylboost_checkpoint
+        from .loaders import load_official_units
+
+        encoder = load_sylboost_checkpoint(sylboost_pth, config)
+
+        def encode(wav: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                return encoder(torch.as_tensor(wav).float())[0]
+
+        tok = load_official_units(encode, kmeans_npy, agglom_npy, rate=rate)
+        tok.backend = backend
+        tok.kmeans.backend = backend
+        return tok
+
     def seconds(self, units: Units) -> list[tuple[int, float, float]]:
         return units.seconds(FRAME_RATE)
