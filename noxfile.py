@@ -214,8 +214,10 @@ def bench(session: nox.Session, package: str) -> None:
     if not scripts:
         session.skip(f"{package} has no benchmarks/bench_*.py")
     _install_package(session, package)
+    out = ROOT / "benchmarks" / "results" / "cpu"
     for script in scripts:
-        session.run("python", script, *session.posargs)
+        # every benchmark script takes --out; extra arguments after -- go to each script
+        session.run("python", script, "--out", str(out / f"{package}-{Path(script).stem}.json"), *session.posargs)
 
 
 @nox.session(default=False)

@@ -12,7 +12,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 mkdir -p "$OUT/logs" "$OUT/bench"
 PYTHONPATH=$(ls -d "$ROOT"/packages/*/src | paste -sd: -)
-export PYTHONPATH TRITON_INTERPRET=0 ICLR25_BENCH_OUT="$OUT/bench" PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH TRITON_INTERPRET=0 PYTHONDONTWRITEBYTECODE=1
 python - <<'PY' > "$OUT/env.txt" 2>&1
 import platform, torch
 print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.cuda.is_available())
@@ -37,11 +37,9 @@ for pkgdir in packages/*/; do
   for bench in "$pkgdir"/benchmarks/bench_*.py; do
     [ -f "$bench" ] || continue
     echo "== $pkg: $(basename "$bench")"
-    timeout "$BENCH_BUDGET" python "$bench" > "$OUT/logs/$pkg-$(basename "$bench" .py).log" 2>&1 \
+    name=$(basename "$bench" .py)
+    timeout "$BENCH_BUDGET" python "$bench" --out "$OUT/bench/$pkg-$name.json" > "$OUT/logs/$pkg-$name.log" 2>&1 \
       || echo "!! $bench rc=$?"
-  done
-  for json in "$pkgdir"/benchmarks/results/*.json; do
-    [ -f "$json" ] && cp "$json" "$OUT/bench/$pkg-$(basename "$json")"
   done
 done
 echo "gpu_check finished with status $status; results in $OUT"
