@@ -144,3 +144,10 @@ def test_every_triton_module_has_a_reference(package_dir):
 
 def test_no_namespace_init_anywhere(root):
     assert not list(root.glob("packages/*/src/iclr25/__init__.py"))
+
+
+def test_benchmarks_take_an_out_path(package_dir):
+    """nox's bench session and scripts/gpu_check.sh pass --out FILE to every benchmark script."""
+    for script in (package_dir / "benchmarks").glob("bench_*.py"):
+        text = script.read_text()
+        assert '"--out"' in text and "write_result" in text, f"{script} must take --out and write via write_result"
