@@ -45,10 +45,10 @@ class Camera:
         """Camera centre in world coordinates, -R^T t."""
         return -(self.R.T @ self.t)
 
-    def to(self, device) -> "Camera":
+    def to(self, device) -> Camera:
         return Camera(self.viewmat.to(device), self.K.to(device), self.width, self.height, self.name)
 
-    def scaled(self, factor: float) -> "Camera":
+    def scaled(self, factor: float) -> Camera:
         """The same camera at ``factor`` times the resolution (intrinsics scaled accordingly)."""
         K = self.K.clone()
         K[:2] *= factor

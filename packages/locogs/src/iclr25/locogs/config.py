@@ -57,7 +57,7 @@ class Train3DGSConfig:
     max_gaussians: int = 2_000_000  # not in 3DGS: a safety cap for CPU runs (never reached at paper scale)
     seed: int = 0
 
-    def scaled(self, iterations: int) -> "Train3DGSConfig":
+    def scaled(self, iterations: int) -> Train3DGSConfig:
         """The same schedule compressed to ``iterations`` steps (every interval scaled by iterations / 30000)."""
         return dataclasses.replace(self, **_scaled_schedule(self, iterations))
 
@@ -147,7 +147,7 @@ class LocoGSConfig:
     max_gaussians: int = 2_000_000  # safety cap for CPU runs
     seed: int = 0
 
-    def scaled(self, iterations: int) -> "LocoGSConfig":
+    def scaled(self, iterations: int) -> LocoGSConfig:
         return dataclasses.replace(self, **_scaled_schedule(self, iterations))
 
 
@@ -178,3 +178,5 @@ def clip_width(bits: int) -> float:
 
 
 LOG2_PER_LEVEL_SCALE_DEFAULT = math.log2(1.447269237440378)
+
+DEFAULT_RASTER = RasterConfig()
