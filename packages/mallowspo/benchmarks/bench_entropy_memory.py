@@ -29,7 +29,7 @@ def _child(method: str, rows: int, vocab: int, dtype: str) -> dict:
     import torch
 
     from iclr25.mallowspo.dispersion import token_entropy
-    from iclr25.mallowspo.kernels import logp_entropy, logp_entropy_reference
+    from iclr25.mallowspo.kernels import fused_logp_entropy_reference, logp_entropy
 
     torch.manual_seed(0)
     logits = torch.randn(rows, vocab, dtype=getattr(torch, dtype)) * 2
@@ -38,11 +38,11 @@ def _child(method: str, rows: int, vocab: int, dtype: str) -> dict:
     if method == "fused":
         logp_entropy(logits[:2], labels[:2], backend="triton")
     else:
-        logp_entropy_reference(logits[:2], labels[:2])
+        fused_logp_entropy_reference(logits[:2], labels[:2])
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     if method == "naive":
-        out = logp_entropy_reference(logits, labels)[1]
+        out = fused_logp_entropy_reference(logits, labels)[1]
     elif method == "chunked":
         out = token_entropy(logits, chunk_size=256)
     else:
@@ -56,13 +56,13 @@ def _gpu(rows: int, vocab: int, dtype: str) -> dict:
     import torch
 
     from iclr25.mallowspo.dispersion import token_entropy
-    from iclr25.mallowspo.kernels import logp_entropy, logp_entropy_reference
+    from iclr25.mallowspo.kernels import fused_logp_entropy_reference, logp_entropy
     from iclr25.shared import benchmark
 
     logits = (torch.randn(rows, vocab, device="cuda") * 2).to(getattr(torch, dtype))
     labels = torch.randint(0, vocab, (rows,), device="cuda")
     fns = {
-        "naive": lambda: logp_entropy_reference(logits, labels),
+        "naive": lambda: fused_logp_entropy_reference(logits, labels),
         "chunked": lambda: token_entropy(logits, chunk_size=1024),
         "fused": lambda: logp_entropy(logits, labels, backend="triton"),
     }
@@ -83,7 +83,7 @@ def _gpu(rows: int, vocab: int, dtype: str) -> dict:
         extra = (torch.cuda.max_memory_allocated() - before) / 2**20
         stats = benchmark(fn, warmup=3, repeat=10)
         out[name] = {"extra_peak_mib": extra, "seconds": stats.median}
-    ref = logp_entropy_reference(logits, labels)[1]
+    ref = fused_logp_entropy_reference(logits, labels)[1]
     fused = logp_entropy(logits, labels, backend="triton")[1]
     out["max_abs_err_fused_vs_naive"] = float((ref - fused).abs().max())
     return out

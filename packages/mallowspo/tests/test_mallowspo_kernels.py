@@ -3,7 +3,12 @@
 import pytest
 import torch
 
-from iclr25.mallowspo.kernels import logp_entropy, logp_entropy_reference, selective_logp, selective_logp_reference
+from iclr25.mallowspo.kernels import (
+    fused_logp_entropy_reference,
+    fused_selective_logp_reference,
+    logp_entropy,
+    selective_logp,
+)
 from iclr25.shared.testing import KernelConformance, assert_close_ratio
 
 
@@ -33,7 +38,7 @@ class TestSelectiveLogp(KernelConformance):
         return _inputs(shape, dtype, device, requires_grad=True)
 
     def reference(self, logits, labels):
-        return selective_logp_reference(logits, labels)
+        return fused_selective_logp_reference(logits, labels)
 
     def kernel(self, logits, labels):
         return selective_logp(logits, labels, backend="triton")
@@ -52,7 +57,7 @@ class TestLogpEntropy(KernelConformance):
         return _inputs(shape, dtype, device)
 
     def reference(self, logits, labels):
-        return logp_entropy_reference(logits, labels)
+        return fused_logp_entropy_reference(logits, labels)
 
     def kernel(self, logits, labels):
         return logp_entropy(logits, labels, backend="triton")
@@ -64,7 +69,7 @@ class TestLogpEntropy(KernelConformance):
 @pytest.mark.triton
 def test_logp_entropy_gpt2_vocab_and_3d_shapes():
     logits, labels = _inputs((3, 50257), torch.float32, "cpu", seed=3)
-    ref = logp_entropy_reference(logits, labels)
+    ref = fused_logp_entropy_reference(logits, labels)
     out = logp_entropy(logits, labels, backend="triton")
     for r, o in zip(ref, out):
         assert_close_ratio(r, o, ratio=1e-5, atol=2e-5)
@@ -73,7 +78,7 @@ def test_logp_entropy_gpt2_vocab_and_3d_shapes():
     x[0, 1, -1] = 40.0
     y = torch.randint(0, 37, (2, 3))
     y[1, 2] = -100
-    for r, o in zip(logp_entropy_reference(x, y), logp_entropy(x, y, backend="triton")):
+    for r, o in zip(fused_logp_entropy_reference(x, y), logp_entropy(x, y, backend="triton")):
         assert o.shape == (2, 3)
         assert_close_ratio(r, o, ratio=1e-5, atol=1e-5)
 
@@ -103,6 +108,20 @@ def test_known_entropies_and_label_on_minus_inf():
     assert logp[0].item() == pytest.approx(-torch.log(torch.tensor(float(v))).item(), abs=1e-6)
     assert logp[1].item() == float("-inf")
     assert logp[2].item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_torch_path_is_row_chunked(monkeypatch):
+    import iclr25.mallowspo.kernels as K
+
+    x = torch.randn(4, 5, 301)
+    y = torch.randint(0, 301, (4, 5))
+    y[0, 0] = -100
+    full = fused_logp_entropy_reference(x, y)
+    monkeypatch.setattr(K, "TORCH_CHUNK_ELEMENTS", 3 * 301)  # 3 rows per chunk, 7 chunks
+    out = K.logp_entropy(x, y, backend="torch")
+    for r, o in zip(full, out):
+        assert o.shape == (4, 5)
+        assert torch.allclose(r, o, atol=1e-6)
 
 
 def test_dispatch_validates_inputs():

@@ -10,9 +10,13 @@ import torch
 
 from iclr25.shared import resolve_backend
 
-from .reference import logp_entropy_reference, selective_logp_reference
+from .reference import fused_logp_entropy_reference, fused_selective_logp_reference
 
-__all__ = ["logp_entropy", "logp_entropy_reference", "selective_logp", "selective_logp_reference"]
+__all__ = ["logp_entropy", "fused_logp_entropy_reference", "selective_logp", "fused_selective_logp_reference"]
+
+# The torch path of ``logp_entropy`` (no gradient) runs the reference on row chunks of at most this many logits,
+# so its float32 temporaries stay bounded (3 x 64 MiB) instead of 3 copies of the whole [N, V] tensor.
+TORCH_CHUNK_ELEMENTS = 1 << 24
 
 
 def _validate(logits: torch.Tensor, labels: torch.Tensor) -> None:
@@ -35,12 +39,21 @@ def logp_entropy(
     No gradient flows (used on the frozen reference model). Positions with ``labels == ignore_index`` give 0.
     """
     _validate(logits, labels)
-    if resolve_backend(logits, backend) == "torch":
-        with torch.no_grad():
-            return logp_entropy_reference(logits, labels, ignore_index)
-    from .logp_entropy import logp_entropy as _kernel
-
     lead = logits.shape[:-1]
+    if resolve_backend(logits, backend) == "torch":
+        flat, flat_labels = logits.detach().reshape(-1, logits.shape[-1]), labels.reshape(-1)
+        rows = max(1, TORCH_CHUNK_ELEMENTS // max(1, logits.shape[-1]))
+        with torch.no_grad():
+            parts = [
+                fused_logp_entropy_reference(flat[i : i + rows], flat_labels[i : i + rows], ignore_index)
+                for i in range(0, flat.shape[0], rows)
+            ]
+        if not parts:
+            empty = torch.zeros(lead, dtype=torch.float32, device=logits.device)
+            return empty, empty.clone()
+        return torch.cat([p[0] for p in parts]).view(lead), torch.cat([p[1] for p in parts]).view(lead)
+    from .fused_logp_entropy import logp_entropy as _kernel
+
     logp, ent = _kernel(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index)
     return logp.view(lead), ent.view(lead)
 
@@ -51,8 +64,8 @@ def selective_logp(
     """Differentiable log softmax(logits)[label], float32, shape ``logits.shape[:-1]``; 0 on ignored positions."""
     _validate(logits, labels)
     if resolve_backend(logits, backend) == "torch":
-        return selective_logp_reference(logits, labels, ignore_index)
-    from .selective_logp import selective_logp as _kernel
+        return fused_selective_logp_reference(logits, labels, ignore_index)
+    from .fused_selective_logp import selective_logp as _kernel
 
     lead = logits.shape[:-1]
     return _kernel(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index).view(lead)

@@ -1,6 +1,6 @@
 """Fused per-token log-probability + full-vocabulary entropy in one streaming pass (Triton).
 
-Reference: ``logp_entropy_reference`` in ``kernels/reference.py``.
+Reference: ``fused_logp_entropy_reference`` in ``kernels/reference.py``.
 
 One program per row streams the vocabulary in blocks of ``BLOCK_V`` and keeps three running scalars (online
 softmax): the max ``m``, ``s = sum exp(z - m)`` and ``t = sum exp(z - m) (z - m)``. When the max grows from m to m',
@@ -10,7 +10,7 @@ s <- s e^(m-m') and t <- e^(m-m') (t + (m - m') s). At the end
 
 Nothing of size [N, V] is allocated: the kernel reads the logits once (any float dtype, upcast to float32 in
 registers) and writes three floats per row. -inf logits contribute exactly 0. The outputs carry no gradient (this is
-the reference-model path of MallowsPO); the differentiable policy path is ``kernels/selective_logp.py``.
+the reference-model path of MallowsPO); the differentiable policy path is ``kernels/fused_selective_logp.py``.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def launch_logp_entropy(
 def logp_entropy(
     logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log p(label), entropy) per row, float32, no gradient. Same contract as ``logp_entropy_reference``."""
+    """(log p(label), entropy) per row, float32, no gradient. Same contract as ``fused_logp_entropy_reference``."""
     with torch.no_grad():
         logp, ent, _ = launch_logp_entropy(logits.detach(), labels, ignore_index, with_entropy=True)
     return logp, ent

@@ -1,8 +1,8 @@
 """Selective log-probability log softmax(logits)[label] with a custom backward (Triton).
 
-Reference: ``selective_logp_reference`` in ``kernels/reference.py``.
+Reference: ``fused_selective_logp_reference`` in ``kernels/reference.py``.
 
-Forward: the streaming online-softmax pass of ``kernels/logp_entropy.py`` without the entropy; it saves only the
+Forward: the streaming online-softmax pass of ``kernels/fused_logp_entropy.py`` without the entropy; it saves only the
 per-row log-sum-exp (one float per row). Backward: one more streaming pass writes
 d logits[v] = g * (1[v == label] - exp(z_v - lse)) directly in the logits' dtype, so no float32 [N, V] softmax is
 ever kept for autograd.
@@ -16,7 +16,7 @@ import triton.language as tl
 
 from iclr25.shared import next_power_of_2
 
-from .logp_entropy import _MAX_BLOCK_V, launch_logp_entropy
+from .fused_logp_entropy import _MAX_BLOCK_V, launch_logp_entropy
 
 __all__ = ["SelectiveLogpFunction", "selective_logp"]
 
@@ -86,5 +86,5 @@ class SelectiveLogpFunction(torch.autograd.Function):
 
 
 def selective_logp(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
-    """Differentiable log p(label) per row; same contract as ``selective_logp_reference``."""
+    """Differentiable log p(label) per row; same contract as ``fused_selective_logp_reference``."""
     return SelectiveLogpFunction.apply(logits, labels, ignore_index)

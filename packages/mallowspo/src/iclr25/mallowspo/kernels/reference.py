@@ -1,8 +1,8 @@
 """Pure-torch references for the Triton kernels in this folder (never imports triton).
 
-* ``logp_entropy_reference``   <-> ``kernels/logp_entropy.py``: per-row log-probability of the label token and the
+* ``fused_logp_entropy_reference``   <-> ``kernels/fused_logp_entropy.py``: per-row log-probability of the label token and the
   full-vocabulary entropy H = -sum_v p_v log p_v of softmax(logits), in float32.
-* ``selective_logp_reference`` <-> ``kernels/selective_logp.py``: log softmax(logits)[label], differentiable.
+* ``fused_selective_logp_reference`` <-> ``kernels/fused_selective_logp.py``: log softmax(logits)[label], differentiable.
 
 Rows whose label equals ``ignore_index`` give 0 for every output. Logits may contain -inf (masked vocabulary
 entries); those entries have probability 0 and contribute 0 to the entropy.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["logp_entropy_reference", "selective_logp_reference"]
+__all__ = ["fused_logp_entropy_reference", "fused_selective_logp_reference"]
 
 
 def _gather_label_logp(logp: torch.Tensor, labels: torch.Tensor, ignore_index: int) -> torch.Tensor:
@@ -22,13 +22,15 @@ def _gather_label_logp(logp: torch.Tensor, labels: torch.Tensor, ignore_index: i
     return torch.where(valid, out, torch.zeros_like(out))
 
 
-def selective_logp_reference(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+def fused_selective_logp_reference(
+    logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100
+) -> torch.Tensor:
     """log p(label) = logits[label] - logsumexp(logits), in float32; 0 where ``labels == ignore_index``."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return _gather_label_logp(logp, labels, ignore_index)
 
 
-def logp_entropy_reference(
+def fused_logp_entropy_reference(
     logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = -100
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log p(label), entropy) per row in float32, both 0 where ``labels == ignore_index``.
