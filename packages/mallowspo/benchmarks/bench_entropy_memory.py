@@ -3,9 +3,11 @@ naive torch (log_softmax, exp, product: several float32 [N, V] copies) vs chunke
 
 CPU: each variant runs in a fresh subprocess and we report the growth of the peak RSS above the RSS after the
 logits were allocated; the Triton kernel runs under the interpreter there (its speed is meaningless, its memory is
-the interpreter's). CUDA: torch.cuda.max_memory_allocated above the logits, and timings with iclr25.shared.benchmark.
+the interpreter's). CUDA (used automatically when available; ``--cpu`` forces the CPU variant):
+torch.cuda.max_memory_allocated above the logits, and timings with iclr25.shared.benchmark, also for TRL's chunked
+``entropy_from_logits`` when TRL is installed.
 
-    python packages/mallowspo/benchmarks/bench_entropy_memory.py --rows 2048 --vocab 32768 --out results/entropy.json
+    python packages/mallowspo/benchmarks/bench_entropy_memory.py --rows 1024 --vocab 32768 --out results/entropy.json
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def _gpu(rows: int, vocab: int, dtype: str) -> dict:
         fn()
         torch.cuda.synchronize()
         extra = (torch.cuda.max_memory_allocated() - before) / 2**20
-        stats = benchmark(fn, warmup=3, repeat=10)
+        stats = benchmark(fn, warmup=2, repeat=5)
         out[name] = {"extra_peak_mib": extra, "seconds": stats.median}
     ref = fused_logp_entropy_reference(logits, labels)[1]
     fused = logp_entropy(logits, labels, backend="triton")[1]
@@ -91,24 +93,25 @@ def _gpu(rows: int, vocab: int, dtype: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=2048)
-    ap.add_argument("--vocab", type=int, default=32768)
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--rows", type=int, default=None, help="default: 1024 on CPU, 8192 on CUDA")
+    ap.add_argument("--vocab", type=int, default=None, help="default: 32768 on CPU, 128256 (Llama-3) on CUDA")
+    ap.add_argument("--dtype", default=None, help="default: float32 on CPU, bfloat16 on CUDA")
     ap.add_argument("--out", default="results/mallowspo_entropy_memory.json")
     ap.add_argument("--child", choices=METHODS)
-    ap.add_argument("--gpu", action="store_true", help="run the CUDA variant (skips cleanly without CUDA)")
+    ap.add_argument("--cpu", action="store_true", help="force the CPU variant even when CUDA is available")
     args = ap.parse_args()
+    import torch
+
+    use_gpu = torch.cuda.is_available() and not args.cpu and not args.child
+    args.rows = args.rows or (8192 if use_gpu else 1024)
+    args.vocab = args.vocab or (128256 if use_gpu else 32768)
+    args.dtype = args.dtype or ("bfloat16" if use_gpu else "float32")
     if args.child:
         print(json.dumps(_child(args.child, args.rows, args.vocab, args.dtype)))
         return
     from iclr25.shared import write_result
 
-    if args.gpu:
-        import torch
-
-        if not torch.cuda.is_available():
-            print("no CUDA device: GPU benchmark skipped")
-            return
+    if use_gpu:
         figures = _gpu(args.rows, args.vocab, args.dtype)
         device = "cuda"
     else:

@@ -35,8 +35,13 @@ def main() -> None:
 
     import numpy as np
     import torch
-    from datasets import Dataset
-    from trl import DPOConfig, DPOTrainer
+
+    try:
+        from datasets import Dataset
+        from trl import DPOConfig, DPOTrainer
+    except ImportError:
+        print("trl/datasets not installed (pip install 'iclr25-mallowspo[trl]'): trainer-step benchmark skipped")
+        return
 
     from iclr25.mallowspo import MallowsPOConfig, MallowsPOTrainer
     from iclr25.mallowspo.integrations.trl import MallowsDPOConfig, MallowsDPOTrainer

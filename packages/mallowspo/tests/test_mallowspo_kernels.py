@@ -11,6 +11,8 @@ from iclr25.mallowspo.kernels import (
 )
 from iclr25.shared.testing import KernelConformance, assert_close_ratio
 
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # Triton runs natively on CUDA, interpreted on CPU
+
 
 def _inputs(shape, dtype, device, requires_grad=False, seed=0):
     n, v = shape
@@ -68,15 +70,15 @@ class TestLogpEntropy(KernelConformance):
 
 @pytest.mark.triton
 def test_logp_entropy_gpt2_vocab_and_3d_shapes():
-    logits, labels = _inputs((3, 50257), torch.float32, "cpu", seed=3)
+    logits, labels = _inputs((3, 50257), torch.float32, DEV, seed=3)
     ref = fused_logp_entropy_reference(logits, labels)
     out = logp_entropy(logits, labels, backend="triton")
     for r, o in zip(ref, out):
         assert_close_ratio(r, o, ratio=1e-5, atol=2e-5)
     # [B, T, V] input and a row whose largest logits sit in the last, partial block
-    x = torch.randn(2, 3, 37)
+    x = torch.randn(2, 3, 37, device=DEV)
     x[0, 1, -1] = 40.0
-    y = torch.randint(0, 37, (2, 3))
+    y = torch.randint(0, 37, (2, 3), device=DEV)
     y[1, 2] = -100
     for r, o in zip(fused_logp_entropy_reference(x, y), logp_entropy(x, y, backend="triton")):
         assert o.shape == (2, 3)
@@ -85,10 +87,11 @@ def test_logp_entropy_gpt2_vocab_and_3d_shapes():
 
 @pytest.mark.triton
 def test_kernels_against_trl_utilities():
-    from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+    trl_utils = pytest.importorskip("trl.trainer.utils")
+    entropy_from_logits, selective_log_softmax = trl_utils.entropy_from_logits, trl_utils.selective_log_softmax
 
-    x = torch.randn(4, 9, 301)
-    y = torch.randint(0, 301, (4, 9))
+    x = torch.randn(4, 9, 301, device=DEV)
+    y = torch.randint(0, 301, (4, 9), device=DEV)
     logp, ent = logp_entropy(x, y, backend="triton")
     assert torch.allclose(logp, selective_log_softmax(x, y), atol=1e-5)
     assert torch.allclose(ent, entropy_from_logits(x), atol=1e-5)
@@ -97,13 +100,13 @@ def test_kernels_against_trl_utilities():
 @pytest.mark.triton
 def test_known_entropies_and_label_on_minus_inf():
     v = 11
-    x = torch.full((3, v), float("-inf"))
+    x = torch.full((3, v), float("-inf"), device=DEV)
     x[0] = 0.0  # uniform over V
     x[1, :4] = 2.5  # uniform over 4 entries
     x[2, 5] = 1.0  # deterministic
-    y = torch.tensor([3, 9, 5])  # row 1's label has probability 0
+    y = torch.tensor([3, 9, 5], device=DEV)  # row 1's label has probability 0
     logp, ent = logp_entropy(x, y, backend="triton")
-    expected = torch.log(torch.tensor([float(v), 4.0, 1.0]))
+    expected = torch.log(torch.tensor([float(v), 4.0, 1.0], device=DEV))
     assert torch.allclose(ent, expected, atol=1e-6)
     assert logp[0].item() == pytest.approx(-torch.log(torch.tensor(float(v))).item(), abs=1e-6)
     assert logp[1].item() == float("-inf")
