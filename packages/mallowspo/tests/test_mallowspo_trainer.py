@@ -92,6 +92,14 @@ def test_trainer_loss_matches_manual_computation(tok, examples):
     assert metrics["neg_log_dispersion"] == pytest.approx(c.mean().item(), abs=1e-6)
 
 
+def test_sft_term(tok, examples):
+    model, ref = tiny_causal_lm(seed=1), tiny_causal_lm(seed=2)
+    batch = collate_preference(examples[:2], tok.pad_token_id)
+    base, m = MallowsPOTrainer(model, ref, _cfg()).compute_loss(batch)
+    with_sft, _ = MallowsPOTrainer(model, ref, _cfg(sft_coef=0.5)).compute_loss(batch)
+    assert with_sft.item() == pytest.approx(base.item() - 0.5 * m["logps/chosen"], abs=1e-5)
+
+
 def test_precompute_equals_on_the_fly(tok, examples):
     model, ref = tiny_causal_lm(seed=1), tiny_causal_lm(seed=2)
     trainer = MallowsPOTrainer(model, ref, _cfg(length_normalization=True))

@@ -29,6 +29,7 @@ class MallowsPOConfig:
     reference_free: bool = True  # official config: reference_free=True (the reference still gives the entropy)
     length_normalization: bool = True  # official config: length_normalization=True (SimPO average log-probs)
     mixing_alpha: float | None = None  # official config: if_mixing_alpha=False (mixing_alpha=0.5 when enabled)
+    sft_coef: float = 0.0  # official: add_sft_loss=False; when enabled sft_coef=0.5 (loss -= sft_coef * logp_chosen)
     ipo_convention: str = "official"  # official code: (c Δ - 1/(2β))^2; "rainbow": (β c Δ - 1/2)^2
     # --- dispersion estimator ---
     phi_star: float = 0.29  # official config: neg_log_dispersion_mean=0.29
@@ -62,6 +63,8 @@ class MallowsPOConfig:
             raise ValueError(f"beta must be > 0, got {self.beta}")
         if self.entropy_mode not in ("mean", "sum"):
             raise ValueError(f"entropy_mode must be 'mean' or 'sum', got {self.entropy_mode!r}")
+        if self.sft_coef < 0:
+            raise ValueError(f"sft_coef must be >= 0, got {self.sft_coef}")
         if self.ipo_convention not in ("official", "rainbow"):
             raise ValueError(f"ipo_convention must be 'official' or 'rainbow', got {self.ipo_convention!r}")
         for name in ("per_device_batch_size", "gradient_accumulation_steps", "num_epochs", "max_length"):

@@ -136,6 +136,8 @@ class MallowsPOTrainer:
         else:
             phi = torch.exp(-torch.as_tensor(c, dtype=torch.float32, device=device))
             loss = mallows_phi_loss(pc, pr, rc, rr, phi, **common)
+        if cfg.sft_coef:
+            loss = loss - cfg.sft_coef * pc  # official add_sft_loss: an SFT term on the chosen completion
         with torch.no_grad():
             zero = torch.zeros_like(pc)
             rew_c = cfg.beta * (pc - (zero if rc is None else rc))
