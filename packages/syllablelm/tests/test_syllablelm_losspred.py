@@ -132,7 +132,7 @@ def test_hubert_teacher_masked_losses():
     torch.testing.assert_close(losses[2], other, rtol=1e-4, atol=1e-4)
 
 
-def test_fairseq_key_map_round_trip():
+def test_fairseq_key_map_round_trip(tmp_path):
     teacher = _tiny_teacher()
     ours = teacher.state_dict()
     inverse = {
@@ -165,6 +165,9 @@ def test_fairseq_key_map_round_trip():
     converted = convert_fairseq_state_dict(fairseq)
     fresh = _tiny_teacher()
     fresh.load_state_dict(converted, strict=True)
+    torch.save(fairseq, tmp_path / "hubert.pt")
+    loaded = HubertTeacher.from_fairseq(tmp_path / "hubert.pt", fresh.config, 7, 8)
+    torch.testing.assert_close(loaded.final_proj.weight, fairseq["model"]["final_proj.weight"])
     for k, v in fresh.state_dict().items():
         torch.testing.assert_close(v, fairseq["model"][inverse[k]])
     with pytest.raises(KeyError):

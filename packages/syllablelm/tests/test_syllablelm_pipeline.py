@@ -22,7 +22,7 @@ def test_tiny_pipeline_and_tokenize_cli(tmp_path):
     cfg = PipelineConfig(n_train=4, n_eval=2, sylboost_iters=1, sylboost_epochs=1, n_kmeans=8, n_units=4, batch_size=4)
     res = run_pipeline(cfg)
     names = [r["method"] for r in res.rows]
-    assert names == ["uniform 5 Hz", "LossPred", "SylBoost iter 1"]
+    assert names == ["uniform 5 Hz", "LossPred", "SSE, teacher feats", "SylBoost iter 1"]
     for r in res.rows:
         assert 0.0 <= r["f1"] <= 1.0 and r["seg_per_s"] > 0
     assert res.units["vocab"] == 4 and res.units["tokens_per_second"] > 0

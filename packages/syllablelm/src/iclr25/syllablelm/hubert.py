@@ -68,6 +68,24 @@ class HubertTeacher(nn.Module):
         self.logit_temp = logit_temp
         self.label_fn = label_fn
 
+    @classmethod
+    def from_fairseq(
+        cls,
+        path,
+        config: HubertConfig,
+        num_classes: int,
+        final_dim: int,
+        label_fn=None,
+        logit_temp: float = LossPredConfig.logit_temp,
+    ) -> HubertTeacher:
+        """Load a fairseq HuBERT checkpoint (e.g. ``hubert_large_ll60k.pt``) strictly into a teacher built from
+        ``config`` (the matching transformers config; HuBERT-Large: hidden 1024, 24 layers, layer-norm extractor,
+        stable layer norm)."""
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        model = cls(config, num_classes, final_dim, logit_temp=logit_temp, label_fn=label_fn)
+        model.load_state_dict(convert_fairseq_state_dict(state), strict=True)
+        return model.eval()
+
     @property
     def config(self) -> HubertConfig:
         return self.hubert.config

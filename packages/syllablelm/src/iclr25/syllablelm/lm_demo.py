@@ -92,7 +92,9 @@ def run_lm_demo(
     eff = {}
     for name, rate in (
         ("SylBoost units (measured)", unit_rate),
+        ("5.0 Hz", 5.0),
         ("6.25 Hz", 6.25),
+        ("8.33 Hz", 8.33),
         ("25 Hz frames", 25.0),
         ("50 Hz frames", 50.0),
     ):

@@ -123,7 +123,7 @@ def run_pipeline(cfg: PipelineConfig | None = None, verbose: bool = False) -> Pi
     feats0 = [_features(teacher, u.wav, cfg.feature_layer) for u in corpus]
     delta0 = calibrate_delta(feats0[: cfg.n_train], cfg.target_hz)
     res.rows.append(
-        _score("teacher feats (SSE)", [sylboost_segment(f, delta=delta0) for f in feats0[cfg.n_train :]], evals)
+        _score("SSE, teacher feats", [sylboost_segment(f, delta=delta0) for f in feats0[cfg.n_train :]], evals)
     )
     sb_cfg = SylBoostConfig(lr=cfg.sylboost_lr)
     n_batches = -(-cfg.n_train // cfg.batch_size)
