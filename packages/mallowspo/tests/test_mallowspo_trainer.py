@@ -181,3 +181,28 @@ def test_config_validation(tmp_path):
     with pytest.raises(ValueError, match="different objects"):
         m = tiny_causal_lm()
         MallowsPOTrainer(m, m)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_chunked_reference_head_equals_full_logits(arch):
+    from iclr25.mallowspo.kernels import logp_entropy
+    from iclr25.mallowspo.reference_pass import reference_token_stats, supports_chunked_head
+
+    m = tiny_causal_lm(arch=arch, seed=3, n_layer=1, d_model=32, n_head=2)
+    ids = torch.randint(0, 256, (4, 10))
+    att = torch.ones_like(ids)
+    att[2:, 7:] = 0
+    lab = ids.masked_fill(att == 0, -100)
+    lab[:, :3] = -100
+    assert supports_chunked_head(m)
+    chunked = reference_token_stats(m, ids, att, lab, chunk_rows=5)
+    with torch.no_grad():
+        full = logp_entropy(m(input_ids=ids, attention_mask=att).logits[:, :-1], lab[:, 1:])
+    for c, f in zip(chunked, full):
+        assert torch.allclose(c, f, atol=1e-5)
+    # a logit transform in the config disables the chunked head (fallback to the ordinary forward)
+    m.config.final_logit_softcapping = 30.0
+    assert not supports_chunked_head(m)
+    fallback = reference_token_stats(m, ids, att, lab)
+    for c, f in zip(fallback, full):
+        assert torch.allclose(c, f, atol=1e-5)

@@ -50,6 +50,7 @@ class MallowsPOConfig:
     seed: int = 42  # official recipe: seed=42
     # --- engineering (ours) ---
     precompute_ref: bool = False  # precompute reference log-probs and entropies once (then ref_model may be None)
+    ref_chunk_rows: int = 4096  # reference LM head applied to this many positions at a time (no [B, T, V] logits)
     backend: str = "auto"  # kernel backend: "auto" (Triton on CUDA), "torch", "triton"
     output_dir: str | None = None  # where checkpoints go; None disables checkpointing
     save_steps: int = 0  # checkpoint every N optimiser steps (0: only at the end when output_dir is set)

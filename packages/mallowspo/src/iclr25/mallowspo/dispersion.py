@@ -21,7 +21,7 @@ import torch
 from .kernels import logp_entropy
 from .logps import shift_for_next_token
 
-__all__ = ["neg_log_dispersion", "sequence_entropy", "token_entropy"]
+__all__ = ["neg_log_dispersion", "normalised_sequence_entropy", "sequence_entropy", "token_entropy"]
 
 PHI_STAR = 0.29  # official: neg_log_dispersion_mean = 0.29 (haoxian-chen/MallowsPO mallowsPO_config.py)
 
@@ -84,10 +84,15 @@ def sequence_entropy(
         raise ValueError("entropy normalisation by ln V needs a vocabulary of at least 2 tokens")
     with torch.no_grad():
         _, ent = logp_entropy(logits.detach(), labels, ignore_index=ignore_index, backend=backend)
-        mask = labels != ignore_index
-        total = (ent * mask).sum(-1) / math.log(v)
-        if mode == "mean":
-            total = total / mask.sum(-1).clamp(min=1)
+        return normalised_sequence_entropy(ent, labels != ignore_index, v, mode)
+
+
+def normalised_sequence_entropy(token_entropy: torch.Tensor, mask: torch.Tensor, vocab_size: int, mode: str = "mean"):
+    """[B, T] per-token entropies (nats) and a completion mask -> [B] sum (``mode="sum"``) or mean over masked
+    tokens, divided by ln(vocab_size). The reduction step of :func:`sequence_entropy`."""
+    total = (token_entropy * mask).sum(-1) / math.log(vocab_size)
+    if mode == "mean":
+        total = total / mask.sum(-1).clamp(min=1)
     return total
 
 

@@ -10,6 +10,7 @@ model, optimiser, scheduler and step, are written atomically, and ``train`` resu
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,9 +19,10 @@ from iclr25.shared import atomic_write, progress
 
 from .config import MallowsPOConfig
 from .data.preference import REF_KEYS, collate_preference
-from .dispersion import neg_log_dispersion, sequence_entropy
+from .dispersion import neg_log_dispersion, normalised_sequence_entropy
 from .logps import completion_labels, sequence_logps
 from .losses import mallows_ipo_loss, mallows_phi_loss, mallows_theta_loss
+from .reference_pass import reference_token_stats, supports_chunked_head
 
 __all__ = ["MallowsPOTrainer"]
 
@@ -74,7 +76,6 @@ class MallowsPOTrainer:
     @torch.no_grad()
     def reference_stats(self, batch: dict) -> dict:
         """Reference log-probs and normalised entropies for a collated batch: each [B] (or None when unused)."""
-        cfg = self.config
         out = {k: batch[k] for k in REF_KEYS if k in batch}
         have_logps = "ref_chosen_logps" in out and "ref_rejected_logps" in out
         have_ent = "ref_chosen_entropy" in out and "ref_rejected_entropy" in out
@@ -85,13 +86,46 @@ class MallowsPOTrainer:
                 "no ref_model and the batch lacks precomputed reference fields "
                 f"{REF_KEYS}; pass a ref_model or call precompute_reference first"
             )
-        labels = completion_labels(batch["input_ids"], batch["completion_mask"])
-        logits = self.ref_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        logps = sequence_logps(logits, labels, length_normalize=cfg.length_normalization, backend=cfg.backend)
-        ent = sequence_entropy(logits, labels, mode=cfg.entropy_mode, vocab_size=cfg.vocab_size, backend=cfg.backend)
+        logps, ent = self._reference_sequences(batch)
         out["ref_chosen_logps"], out["ref_rejected_logps"] = logps.chunk(2)
         out["ref_chosen_entropy"], out["ref_rejected_entropy"] = ent.chunk(2)
         return out
+
+    @torch.no_grad()
+    def _reference_sequences(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reference per-sequence log-probs (summed or length-normalised) and normalised entropies, [2B] each.
+
+        The LM head runs on ``ref_chunk_rows`` completion positions at a time (no [2B, T, V] logits) for models
+        whose logits are a plain linear head; others use the ordinary forward (see ``reference_pass``).
+        """
+        cfg = self.config
+        labels = completion_labels(batch["input_ids"], batch["completion_mask"])
+        tok_logp, tok_ent = reference_token_stats(
+            self.ref_model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            labels,
+            chunk_rows=cfg.ref_chunk_rows,
+            vocab_size=cfg.vocab_size,
+            backend=cfg.backend,
+        )
+        mask = labels[:, 1:] != -100
+        logps = (tok_logp * mask).sum(-1)
+        if cfg.length_normalization:
+            logps = logps / mask.sum(-1).clamp(min=1)
+        if cfg.vocab_size is not None:
+            vocab = cfg.vocab_size
+        elif supports_chunked_head(self.ref_model):
+            vocab = self.ref_model.get_output_embeddings().out_features
+        else:
+            vocab = self.ref_model.config.vocab_size
+        if cfg.entropy_mode == "sum":
+            warnings.warn(
+                "entropy_mode='sum' is the paper's literal form; the scale can turn negative for long responses",
+                UserWarning,
+                stacklevel=3,
+            )
+        return logps, normalised_sequence_entropy(tok_ent, mask, vocab, cfg.entropy_mode)
 
     def scale_for(self, ref: dict) -> torch.Tensor | float:
         """The dispersion scale c(x) = -log phi(x) for the batch (1.0 for plain DPO)."""
@@ -163,7 +197,6 @@ class MallowsPOTrainer:
         training no longer needs the reference model (set ``ref_model=None`` afterwards to free it)."""
         if self.ref_model is None:
             raise ValueError("precompute_reference needs a ref_model")
-        cfg = self.config
         device = next(self.ref_model.parameters()).device
         out = []
         for start in progress(range(0, len(examples), batch_size), desc="reference", leave=False):
@@ -172,12 +205,7 @@ class MallowsPOTrainer:
                 [{k: ex[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids")} for ex in chunk], self.pad_token_id
             )
             batch = {k: v.to(device) for k, v in batch.items()}
-            labels = completion_labels(batch["input_ids"], batch["completion_mask"])
-            logits = self.ref_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-            logps = sequence_logps(logits, labels, length_normalize=cfg.length_normalization, backend=cfg.backend)
-            ent = sequence_entropy(
-                logits, labels, mode=cfg.entropy_mode, vocab_size=cfg.vocab_size, backend=cfg.backend
-            )
+            logps, ent = self._reference_sequences(batch)
             lc, lr = logps.chunk(2)
             hc, hr = ent.chunk(2)
             for i, ex in enumerate(chunk):
