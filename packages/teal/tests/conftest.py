@@ -7,6 +7,8 @@ import torch
 
 from iclr25.teal.small_model import SmallModelConfig, build_model
 
+torch.set_num_threads(1)  # tiny shapes: threads only add synchronisation overhead (and thrash on a shared machine)
+
 TINY = SmallModelConfig(
     vocab_size=64,
     hidden_size=32,

@@ -110,12 +110,12 @@ def test_weights_from_real_parameter_counts(small_model):
 
 def test_greedy_beats_uniform_on_the_small_model(small_model, small_texts):
     calib_ids, _ = small_texts
-    batches = [calib_ids[: 8 * 128].view(8, 128)]
-    calib = calibrate(small_model, [calib_ids[8 * 128 : 40 * 128].view(-1, 128)])
-    tables = greedy_allocation(small_model, calib, batches, GreedyConfig(target=0.5), layers=[1])
+    batches = [calib_ids[: 4 * 64].view(4, 64)]
+    calib = calibrate(small_model, [calib_ids[4096:8192].view(-1, 128)])
+    tables = greedy_allocation(small_model, calib, batches, GreedyConfig(target=0.3), layers=[1])
     rows = tables[1].rows
-    assert rows[-1].effective >= 0.5 - 1e-9
-    late = [r for r in rows if r.effective >= 0.2]
+    assert rows[-1].effective >= 0.3 - 1e-9
+    late = [r for r in rows if r.effective >= 0.15]
     # at equal effective sparsity the greedy block error is below uniform sparsity's
     assert all(r.error <= r.baseline_error * 1.0001 for r in late)
     assert rows[-1].error < rows[-1].baseline_error

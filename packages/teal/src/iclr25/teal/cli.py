@@ -31,12 +31,10 @@ def _load_model(spec: str, dtype: str):
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, attn_implementation="eager").eval()
     tokenizer = None
-    try:
+    if any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError):
-        pass
     return model, tokenizer
 
 
@@ -48,9 +46,10 @@ def _token_stream(path: str | None, tokenizer, default: str) -> torch.Tensor:
             raise SystemExit("--text is required with a custom model")
         return encode_bytes(shipped_calibration_text() if default == "calib" else shipped_evaluation_text())
     text = Path(path).read_text(encoding="utf-8")
-    if tokenizer is None:
-        return encode_bytes(text)
-    return torch.tensor(tokenizer(text)["input_ids"], dtype=torch.long)
+    ids = encode_bytes(text) if tokenizer is None else torch.tensor(tokenizer(text)["input_ids"], dtype=torch.long)
+    if ids.numel() < 2:
+        raise SystemExit(f"{path} gave {ids.numel()} tokens; need a longer text")
+    return ids
 
 
 def _batches(ids: torch.Tensor, seq_len: int, batch_size: int, max_tokens: int | None):

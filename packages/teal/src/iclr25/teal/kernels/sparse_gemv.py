@@ -110,11 +110,22 @@ def _launch(x, weight, thresholds, scales, qkv_bounds):
     return out
 
 
+@torch.library.custom_op("iclr25_teal::sparse_gemv", mutates_args=())
+def _sparse_gemv_op(x: torch.Tensor, weight: torch.Tensor, threshold: float) -> torch.Tensor:
+    """The single-threshold kernel as an opaque custom op, so ``torch.compile``/CUDA graphs can capture decode."""
+    return _launch(x, weight, [threshold], None, None).to(weight.dtype)
+
+
+@_sparse_gemv_op.register_fake
+def _(x, weight, threshold):
+    return weight.new_empty(weight.shape[0])
+
+
 def sparse_gemv_triton(
     x: torch.Tensor, weight: torch.Tensor, threshold: float, bias: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Triton sparse GEMV; returns the weight dtype (fp32 accumulation)."""
-    y = _launch(x, weight, [float(threshold)], None, None).to(weight.dtype)
+    y = _sparse_gemv_op(x, weight, float(threshold))
     return y if bias is None else y + bias
 
 
