@@ -95,3 +95,16 @@ def test_auto_dispatch_on_cpu_uses_reference():
     assert torch.equal(kmeans_assign(x, c), kmeans_assign_reference(x, c))
     with pytest.raises(ValueError):
         kmeans_assign(x, torch.randn(4, 2))
+
+
+@pytest.mark.triton
+def test_dispatchers_not_shadowed_by_kernel_modules():
+    import iclr25.syllablelm.kernels as k
+    from iclr25.syllablelm.kernels import reference
+
+    kmeans_assign(torch.randn(3, 2), torch.randn(2, 2), backend="triton")
+    segmental_dp(sse_costs(torch.randn(6, 2), 3, 1), 2, backend="triton")
+    blocksums(torch.randn(1, 4, 4), 2, backend="triton")
+    for name in ("kmeans_assign", "segmental_dp", "blocksums"):
+        assert callable(getattr(k, name))
+        assert callable(getattr(reference, f"{name}_kernel_reference"))

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.syllablelm.hubert import HubertTeacher, convert_fairseq_state_dict, small_hubert_config
+from iclr25.syllablelm.hubert import (
+    HubertTeacher,
+    LayerKMeansLabels,
+    convert_fairseq_state_dict,
+    small_hubert_config,
+)
 from iclr25.syllablelm.losspred import (
     MaskedPredictionTeacher,
     loss_matrix,
@@ -172,3 +177,17 @@ def test_fairseq_key_map_round_trip(tmp_path):
         torch.testing.assert_close(v, fairseq["model"][inverse[k]])
     with pytest.raises(KeyError):
         convert_fairseq_state_dict({"bogus.weight": torch.zeros(1)})
+
+
+def test_layer_kmeans_labels_as_label_fn():
+    label_model = _tiny_teacher()
+    centroids = torch.randn(5, 16)
+    label_fn = LayerKMeansLabels(label_model, layer=1, centroids=centroids)
+    wav = torch.randn(16000)
+    labels = label_fn(wav)
+    feats = label_model.hidden_states(wav)[1][0]
+    expect = torch.cdist(feats.detach(), centroids).argmin(1)
+    assert torch.equal(labels, expect)
+    teacher = _tiny_teacher(num_classes=5)
+    teacher.label_fn = label_fn
+    assert teacher.labels(wav).shape == (teacher.num_frames(16000),)

@@ -19,7 +19,13 @@ from transformers import HubertConfig, HubertModel
 
 from .config import LossPredConfig
 
-__all__ = ["HubertTeacher", "convert_fairseq_state_dict", "fairseq_to_hf_key", "small_hubert_config"]
+__all__ = [
+    "HubertTeacher",
+    "LayerKMeansLabels",
+    "convert_fairseq_state_dict",
+    "fairseq_to_hf_key",
+    "small_hubert_config",
+]
 
 
 def small_hubert_config(hidden: int = 96, layers: int = 3, heads: int = 4, conv_dim: int = 64) -> HubertConfig:
@@ -148,6 +154,23 @@ class HubertTeacher(nn.Module):
         logits = self._head(hub.encoder(hidden).last_hidden_state)
         target = labels.to(w.device).view(1, -1).expand(mask.shape[0], -1)
         return F.cross_entropy(logits.transpose(1, 2), target, reduction="none")
+
+
+class LayerKMeansLabels:
+    """``label_fn`` of the official recipe: nearest k-means centroid of a HuBERT layer's unmasked features
+    (``hubert_base_ls960`` layer 9 with the km500 quantizer, ``centroids [500, 768]``)."""
+
+    def __init__(self, model: HubertTeacher, layer: int, centroids):
+        self.model = model.eval()
+        self.layer = layer
+        self.centroids = torch.as_tensor(centroids).float()
+
+    def __call__(self, wav) -> torch.Tensor:
+        from .kernels import kmeans_assign
+
+        with torch.no_grad():
+            feats = self.model.hidden_states(torch.as_tensor(wav))[self.layer][0]
+        return kmeans_assign(feats.float(), self.centroids.to(feats.device))
 
 
 _FAIRSEQ_RULES: list[tuple[str, str]] = [

@@ -1,6 +1,7 @@
 """Kernel dispatch: ``backend="auto"`` runs Triton on CUDA tensors and the torch reference on CPU.
 
-Triton modules are imported lazily (only when the Triton path is chosen), so importing the package never imports
+Triton modules (``*_kernel.py``; named so that importing them never shadows the dispatch functions below) are
+imported lazily (only when the Triton path is chosen), so importing the package never imports
 triton and ``TRITON_INTERPRET`` can be set by the test plugin first.
 """
 
@@ -37,7 +38,7 @@ def blocksums(m: torch.Tensor, max_len: int, backend: str = "auto") -> torch.Ten
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
     if resolve_backend(m, backend) == "triton":
-        from .blocksums import blocksums_triton
+        from .blocksums_kernel import blocksums_triton
 
         return blocksums_triton(m, max_len)
     return blocksums_reference(m, max_len)
@@ -51,7 +52,7 @@ def segmental_dp(
     if num_segments < 0:
         raise ValueError(f"num_segments must be >= 0, got {num_segments}")
     if resolve_backend(costs, backend) == "triton":
-        from .segmental_dp import segmental_dp_triton
+        from .segmental_dp_kernel import segmental_dp_triton
 
         return segmental_dp_triton(costs, num_segments, exact)
     return segmental_dp_reference(costs, num_segments, exact)
@@ -64,7 +65,7 @@ def kmeans_assign(x: torch.Tensor, centroids: torch.Tensor, backend: str = "auto
     if x.shape[1] != centroids.shape[1]:
         raise ValueError(f"x has {x.shape[1]} channels but centroids have {centroids.shape[1]}")
     if resolve_backend(x, backend) == "triton":
-        from .kmeans_assign import kmeans_assign_triton
+        from .kmeans_assign_kernel import kmeans_assign_triton
 
         return kmeans_assign_triton(x, centroids)
     return kmeans_assign_reference(x, centroids)

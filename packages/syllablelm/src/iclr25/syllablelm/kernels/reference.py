@@ -79,3 +79,9 @@ def kmeans_assign_reference(x: torch.Tensor, centroids: torch.Tensor) -> torch.T
     cf = centroids.float()
     dist = xf.pow(2).sum(-1, keepdim=True) - 2.0 * xf @ cf.T + cf.pow(2).sum(-1)[None, :]
     return dist.argmin(dim=1)
+
+
+# Each Triton module kernels/<name>.py has its reference <name>_reference (repo convention).
+blocksums_kernel_reference = blocksums_reference
+segmental_dp_kernel_reference = segmental_dp_reference
+kmeans_assign_kernel_reference = kmeans_assign_reference
