@@ -164,7 +164,7 @@ def train_small_model(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        history.append(float(loss))
+        history.append(float(loss.detach()))
         if (step + 1) % checkpoint_every == 0 or step + 1 == cfg.steps:
             with atomic_write(state_path, "wb") as fh:
                 torch.save(

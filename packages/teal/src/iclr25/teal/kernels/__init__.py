@@ -89,7 +89,7 @@ def sparse_gemv(
     lead = x.shape[:-1]
     flat = x.reshape(-1)
     if be == "triton":
-        from .sparse_gemv import sparse_gemv_triton
+        from .splitk_sparse_gemv import sparse_gemv_triton
 
         y = sparse_gemv_triton(flat, weight, t, bias)
     else:
@@ -120,7 +120,7 @@ def sparse_qkv_gemv(
         return sparse_qkv_gemv_reference(x, weight_qkv, ts, tuple(sizes))
     flat = x.reshape(-1)
     if be == "triton":
-        from .sparse_gemv import sparse_qkv_gemv_triton
+        from .splitk_sparse_gemv import sparse_qkv_gemv_triton
 
         y = sparse_qkv_gemv_triton(flat, weight_qkv, ts, tuple(sizes))
     else:
@@ -139,7 +139,7 @@ def sparse_gemv_int8(x: torch.Tensor, weight: Int8Weight, threshold: float, *, b
         return sparse_gemv_int8_reference(x, weight.qweight, weight.scales, t)
     flat = x.reshape(-1).to(torch.float32)
     if be == "triton":
-        from .sparse_gemv import sparse_gemv_int8_triton
+        from .splitk_sparse_gemv import sparse_gemv_int8_triton
 
         y = sparse_gemv_int8_triton(flat, weight.qweight, weight.scales, t)
     else:

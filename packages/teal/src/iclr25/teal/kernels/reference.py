@@ -44,3 +44,14 @@ def sparse_gemv_int8_reference(
     """int8 weights with per-output-channel scales: dequantize (W = scales[:, None] * q), then the fp32 reference."""
     w = qweight.to(torch.float32) * scales.to(torch.float32)[:, None]
     return F.linear(sparsify_input(x.to(torch.float32), threshold), w)
+
+
+def splitk_sparse_gemv_reference(
+    x: torch.Tensor, weight: torch.Tensor, threshold: float, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Reference of the Triton module ``kernels/splitk_sparse_gemv.py`` (single threshold): ``sparse_gemv_reference``.
+
+    Its fused q/k/v and int8 entry points are checked against ``sparse_qkv_gemv_reference`` and
+    ``sparse_gemv_int8_reference``.
+    """
+    return sparse_gemv_reference(x, weight, threshold, bias)
