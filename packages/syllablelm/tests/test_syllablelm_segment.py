@@ -173,6 +173,13 @@ def test_rate_control_matches_transcription(seed):
         assert sylboost_segment(x, delta=delta).tolist() == backtrack(back[0], best, n).tolist()
 
 
+def test_features_requiring_grad_are_accepted():
+    x = torch.randn(40, 4, requires_grad=True)
+    assert sylboost_segment(x, delta=0.1)[-1] == 40
+    assert optimal_segmentation(x, 4)[-1] == 40
+    assert mincut_segment(torch.rand(12, 12, requires_grad=True), 3)[-1] == 12
+
+
 def test_bad_input():
     with pytest.raises(TypeError):
         optimal_segmentation([[1.0]], 2)

@@ -37,6 +37,7 @@ __all__ = [
 def _batch_feats(feats: torch.Tensor, lengths) -> tuple[torch.Tensor, torch.Tensor, bool]:
     if not isinstance(feats, torch.Tensor):
         raise TypeError(f"feats must be a torch.Tensor, got {type(feats).__name__}")
+    feats = feats.detach()  # segmentation is not differentiable
     squeeze = feats.ndim == 2
     if squeeze:
         feats = feats.unsqueeze(0)
@@ -97,7 +98,7 @@ def ncut_costs(
     """Normalized-cut cost of every segment of an affinity matrix ``[N, N]`` or ``[B, N, N]``."""
     if not isinstance(affinity, torch.Tensor):
         raise TypeError(f"affinity must be a torch.Tensor, got {type(affinity).__name__}")
-    a = affinity.unsqueeze(0) if affinity.ndim == 2 else affinity
+    a = (affinity.unsqueeze(0) if affinity.ndim == 2 else affinity).detach()
     if a.ndim != 3 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"affinity must be [N, N] or [B, N, N], got shape {tuple(affinity.shape)}")
     bsz, n, _ = a.shape
