@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from iclr25.shared.testing import KernelConformance
 from iclr25.syllablelm.kernels import (
     blocksums,
     blocksums_reference,
@@ -108,3 +109,22 @@ def test_dispatchers_not_shadowed_by_kernel_modules():
     for name in ("kmeans_assign", "segmental_dp", "blocksums"):
         assert callable(getattr(k, name))
         assert callable(getattr(reference, f"{name}_kernel_reference"))
+
+
+class TestBlocksumsConformance(KernelConformance):
+    shapes = [(1, 1), (2, 5), (1, 9)]
+    dtypes = (torch.float32, torch.float64)
+    differentiable = True
+
+    def make_inputs(self, shape, dtype, device):
+        b, n = shape
+        return (torch.randn(b, n, n, dtype=dtype, device=device, requires_grad=True),)
+
+    def reference(self, m):
+        return blocksums_reference(m, 3)
+
+    def kernel(self, m):
+        return blocksums(m, 3, backend="triton")
+
+    def dispatch(self, m):
+        return blocksums(m, 3)
