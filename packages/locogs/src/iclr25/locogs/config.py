@@ -69,18 +69,21 @@ def _scaled_schedule(cfg, iterations: int) -> dict:
     out = {"iterations": iterations}
     for name in (
         "position_lr_max_steps",
-        "densification_interval",
         "opacity_reset_interval",
         "densify_from_iter",
         "densify_until_iter",
         "sh_increase_interval",
         "sh_mask_start_iter",
         "field_lr_delay_steps",
-        "mask_prune_interval",
         "big_prune_from_iter",
     ):
         if hasattr(cfg, name):
             out[name] = max(1, int(round(getattr(cfg, name) * f)))
+    # densification / mask-pruning cadence: scaled too, but never below every 10 steps (gradient statistics need
+    # several views to average over)
+    for name in ("densification_interval", "mask_prune_interval"):
+        if hasattr(cfg, name):
+            out[name] = max(10, int(round(getattr(cfg, name) * f)))
     return out
 
 
