@@ -34,16 +34,21 @@ def _sync(device):
 
 @torch.no_grad()
 def decode_tokens_per_s(model, prompt, new_tokens, repeats, device, **gen_kwargs):
-    """Median tokens/s of ``generate`` (greedy, exactly ``new_tokens`` new tokens) after one warm-up run."""
+    """Median tokens/s of ``generate`` (greedy, exactly ``new_tokens`` new tokens) after one warm-up run.
+
+    On CPU the rate is computed from the calling thread's CPU time (torch runs single-threaded here), which is robust
+    to time-slicing on a shared machine; on CUDA from synchronised wall time.
+    """
     kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=0, **gen_kwargs)
     model.generate(prompt, **kwargs)
+    clock = time.perf_counter if device == "cuda" else time.thread_time
     rates = []
     for _ in range(repeats):
         _sync(device)
-        t = time.perf_counter()
+        t = clock()
         out = model.generate(prompt, **kwargs)
         _sync(device)
-        rates.append((out.shape[1] - prompt.shape[1]) / (time.perf_counter() - t))
+        rates.append((out.shape[1] - prompt.shape[1]) / (clock() - t))
     rates.sort()
     return rates[len(rates) // 2]
 

@@ -164,3 +164,18 @@ def test_loaders_reject_bad_files(tmp_path):
         load_teal_histograms(tmp_path / "h")
     with pytest.raises(ValueError, match="no layer"):
         load_teal_histograms(tmp_path / "h" / "layer-0")
+
+
+def test_capture_subsamples_to_bound_memory(tiny_llama, make_batches):
+    from iclr25.teal import capture_activations
+
+    batches = make_batches(n_batches=4)
+    full = capture_activations(tiny_llama, batches)
+    sub = capture_activations(tiny_llama, batches, max_values=2000, seed=1)
+    for key, values in full.items():
+        assert abs(sub[key].numel() - 2000) < 300  # Bernoulli subsample of ~2000 values
+        h_full, h_sub = ActivationHistogram.from_values(values), ActivationHistogram.from_values(sub[key])
+        t_full = h_full.threshold(0.5, "abs_quantile")
+        assert h_sub.threshold(0.5, "abs_quantile") == pytest.approx(t_full, rel=0.1)
+    calib = calibrate(tiny_llama, batches, CalibrationConfig(max_values=2000))
+    assert calib.histograms[(0, "mlp_h2")].total < 2300

@@ -274,8 +274,14 @@ def _check_batches(batches: Iterable[torch.Tensor]) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def capture_activations(model: nn.Module, batches: Iterable[torch.Tensor]) -> dict[tuple[int, str], torch.Tensor]:
-    """Dense inputs of q, o, gate and down in every block (flattened float32, on CPU), over all batches."""
+def capture_activations(
+    model: nn.Module, batches: Iterable[torch.Tensor], *, max_values: int | None = None, seed: int = 0
+) -> dict[tuple[int, str], torch.Tensor]:
+    """Dense inputs of q, o, gate and down in every block (flattened float32, on CPU), over all batches.
+
+    With ``max_values``, each distribution keeps a seeded Bernoulli subsample of about that many values (so a 7B
+    model does not need tens of GB of host memory); otherwise every value is kept, as in the official code.
+    """
     from .sparsify import TealLinear
 
     blocks = find_blocks(model)
@@ -285,9 +291,16 @@ def capture_activations(model: nn.Module, batches: Iterable[torch.Tensor]) -> di
     store: dict[tuple[int, str], list[torch.Tensor]] = {(b.index, d): [] for b in blocks for d in DISTRIBUTIONS}
     hooks = []
 
+    total_tokens = sum(b.numel() for b in batches)
+    gen = torch.Generator().manual_seed(seed)
+
     def make_hook(key):
         def hook(_mod, args):
-            store[key].append(args[0].detach().reshape(-1).float().cpu())
+            values = args[0].detach().reshape(-1).float().cpu()
+            keep = 1.0 if max_values is None else min(1.0, max_values / (total_tokens * args[0].shape[-1]))
+            if keep < 1.0:
+                values = values[torch.rand(values.numel(), generator=gen) < keep]
+            store[key].append(values)
 
         return hook
 
@@ -314,7 +327,7 @@ def calibrate(
     """
     cfg = config or CalibrationConfig()
     batches = _check_batches(batches)
-    acts = capture_activations(model, batches)
+    acts = capture_activations(model, batches, max_values=cfg.max_values, seed=cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     hists = {}
     for key, values in acts.items():

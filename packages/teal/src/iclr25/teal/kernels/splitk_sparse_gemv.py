@@ -39,7 +39,9 @@ _CONFIGS = [
 def _sparse_gemv_kernel(
     x_ptr,
     w_ptr,
-    t_ptr,
+    t_q,
+    t_k,
+    t_v,
     scale_ptr,
     out_ptr,
     N,
@@ -61,15 +63,11 @@ def _sparse_gemv_kernel(
     k_ok = rk < K
     x = tl.load(x_ptr + rk, mask=k_ok, other=0.0).to(tl.float32)
     ax = tl.abs(x)
-    if QKV:
-        t_q = tl.load(t_ptr)
-        t_k = tl.load(t_ptr + 1)
-        t_v = tl.load(t_ptr + 2)
+    if QKV:  # the threshold of each output column: t_q, t_k or t_v by its block
         t_n = tl.where(rn < bound_q, t_q, tl.where(rn < bound_k, t_k, t_v))
         active = (ax[:, None] > t_n[None, :]) & k_ok[:, None] & n_ok[None, :]
     else:
-        t = tl.load(t_ptr)
-        active = ((ax > t) & k_ok)[:, None] & n_ok[None, :]
+        active = ((ax > t_q) & k_ok)[:, None] & n_ok[None, :]
     w = tl.load(w_ptr + rk[:, None] * stride_wk + rn[None, :] * stride_wn, mask=active, other=0.0).to(tl.float32)
     acc = tl.sum(tl.where(active, x[:, None] * w, 0.0), axis=0)
     if HAS_SCALE:
@@ -84,9 +82,9 @@ def _launch(x, weight, thresholds, scales, qkv_bounds):
     if x.numel() != k:
         raise ValueError(f"x has {x.numel()} features but the weight expects {k}")
     out = torch.zeros(n, dtype=torch.float32, device=x.device)
-    t = torch.as_tensor(thresholds, dtype=torch.float32, device=x.device).reshape(-1)
+    ts = [float(t) for t in thresholds] * (3 if len(thresholds) == 1 else 1)  # scalars: no host-to-device copy
     x = x.contiguous()
-    scale_arg = scales if scales is not None else t
+    scale_arg = scales if scales is not None else out  # unused pointer when HAS_SCALE is False
     bq, bk = qkv_bounds if qkv_bounds is not None else (n, n)
 
     def grid(meta):
@@ -95,7 +93,9 @@ def _launch(x, weight, thresholds, scales, qkv_bounds):
     _sparse_gemv_kernel[grid](
         x,
         weight,
-        t,
+        ts[0],
+        ts[1],
+        ts[2],
         scale_arg,
         out,
         n,
