@@ -369,7 +369,7 @@ def certify_label_flips(
     if method == "auto":
         if mode == "samplewise" and setup.sort_regime:
             method = "sort"
-        elif n_enum <= enum_limit:
+        elif n_enum <= (enum_limit if not setup.sort_regime else min(enum_limit, 2000)):
             method = "enumerate"
         else:
             method = "sort" if setup.sort_regime else "milp"
@@ -395,17 +395,53 @@ def brute_force_label_flips(Q, y, train_idx, test_idx, budget=2, C: float = 1.0,
                                enum_limit=10**12, backend=backend)  # fmt: skip
 
 
-def certify_curve(Q, y, train_idx, test_idx, budgets, C: float = 1.0, tol: float = CertifyConfig.tol,
-                  backend: str = "auto") -> dict:  # fmt: skip
-    """Sample-wise and collective certified ratios for several budgets from one enumeration."""
+def certify_curve(
+    Q,
+    y,
+    train_idx,
+    test_idx,
+    budgets,
+    C: float = 1.0,
+    collective_idx=None,
+    tol: float = CertifyConfig.tol,
+    solver: str = "highs",
+    time_limit: float | None = 30,
+    enum_limit: int = CertifyConfig.enum_limit,
+    backend: str = "auto",
+) -> dict:
+    """Sample-wise (on ``test_idx``) and collective (on ``collective_idx``, default ``test_idx``) certified ratios
+    for several budgets, sharing one setup: one enumeration for all budgets when it is small enough, else the sort
+    path (sample-wise) and its linear MILP (collective) in the all-alpha-equal-C regime, else the KKT MILP."""
+    t0 = time.perf_counter()
     setup = _prepare(Q, y, train_idx, test_idx, C)
+    coll = setup if collective_idx is None else _prepare(Q, y, train_idx, collective_idx, C)
     ks = [resolve_budget(b, setup.m) for b in budgets]
-    table = enumerate_certificates(setup.q_ll, setup.q_tl, setup.labels_hat, setup.n_classes, setup.c, ks,
-                                   setup.clean_dir, tol, backend)  # fmt: skip
-    t = len(setup.test_idx)
-    return {
-        "budgets": ks,
-        "samplewise": [float(np.mean(table.worst_margin[i] > tol)) for i in range(len(ks))],
-        "collective": [float((t - table.best_count[i]) / t) for i in range(len(ks))],
-        "n_qps": table.n_qps,
-    }
+    out = {"budgets": ks, "samplewise": [], "collective": [], "collective_exact": []}
+    if enumeration_size(setup.m, max(ks), setup.n_classes) <= enum_limit:
+        out["method"] = "enumerate"
+        table = enumerate_certificates(setup.q_ll, setup.q_tl, setup.labels_hat, setup.n_classes, setup.c, ks,
+                                       setup.clean_dir, tol, backend)  # fmt: skip
+        ctab = (
+            table
+            if coll is setup
+            else enumerate_certificates(
+                coll.q_ll, coll.q_tl, coll.labels_hat, coll.n_classes, coll.c, ks, coll.clean_dir, tol, backend
+            )
+        )
+        t = len(coll.test_idx)
+        out["samplewise"] = [float(np.mean(table.worst_margin[i] > tol)) for i in range(len(ks))]
+        out["collective"] = [float((t - ctab.best_count[i]) / t) for i in range(len(ks))]
+        out["collective_exact"] = [True] * len(ks)
+    else:
+        out["method"] = "sort" if setup.sort_regime else "milp"
+        for k in ks:
+            if setup.sort_regime:
+                sw = _sort_samplewise(setup, k, tol, t0)
+            else:
+                sw = _milp_samplewise(setup, k, tol, solver, time_limit, "compact", False, t0)
+            col = _milp_collective(coll, k, tol, solver, time_limit, "compact", coll.sort_regime, out["method"], t0)
+            out["samplewise"].append(sw.certified_ratio)
+            out["collective"].append(col.certified_ratio)
+            out["collective_exact"].append(col.n_changed == col.n_changed_bound)
+    out["seconds"] = time.perf_counter() - t0
+    return out

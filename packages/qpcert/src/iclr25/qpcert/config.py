@@ -69,4 +69,4 @@ class CertifyConfig:
     tol: float = (
         1e-4  # official Gurobi FeasibilityTol/OptimalityTol/IntFeasTol = 1e-4; |margin| <= tol => not certified
     )
-    enum_limit: int = 200_000  # "auto" enumerates when this many QPs suffice (design note: ~1e5 QPs ~ 1 min on CPU)
+    enum_limit: int = 20_000  # "auto" enumerates up to this many QPs (design note: ~1e5 QPs ~ 1 min on 2 CPU cores)
