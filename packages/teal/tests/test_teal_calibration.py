@@ -179,3 +179,27 @@ def test_capture_subsamples_to_bound_memory(tiny_llama, make_batches):
         assert h_sub.threshold(0.5, "abs_quantile") == pytest.approx(t_full, rel=0.1)
     calib = calibrate(tiny_llama, batches, CalibrationConfig(max_values=2000))
     assert calib.histograms[(0, "mlp_h2")].total < 2300
+
+
+OFFICIAL = {  # design note §5.5: F^-1(0.5 + s/2) on the official layer-15 files, s = 0.25 and 0.5
+    "Llama-2-7B": {"gate": (0.07853, 0.16792), "down": (0.00976, 0.02760), "q": (0.10832, 0.23342),
+                   "o": (0.01681, 0.04446)},
+    "Mistral-7B": {"gate": (0.47654, 1.01501), "q": (0.56709, 1.21918)},
+}  # fmt: skip
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("model", sorted(OFFICIAL))
+def test_official_calibration_files_give_the_official_thresholds(model):
+    """Set ICLR25_TEAL_OFFICIAL_MODELS to the `models/` folder of FasterDecoding/TEAL (not shipped: 30 MB)."""
+    import os
+    from pathlib import Path
+
+    root = os.environ.get("ICLR25_TEAL_OFFICIAL_MODELS")
+    if not root or not (Path(root) / model / "histograms").is_dir():
+        pytest.skip("ICLR25_TEAL_OFFICIAL_MODELS does not point at the official models/ folder")
+    calib = load_teal_histograms(Path(root) / model / "histograms")
+    assert calib.num_layers == 32
+    for proj, expected in OFFICIAL[model].items():
+        got = tuple(calib.threshold(15, proj, s) for s in (0.25, 0.5))
+        assert got == pytest.approx(expected, abs=1e-5)

@@ -33,9 +33,10 @@ __all__ = [
 
 
 def _resolve(x: torch.Tensor, backend: str) -> str:
+    """The backend for ``x``; multi-token inputs always take the dense reference path (checked before Triton)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "reference":
+    if backend == "reference" or not _is_single_token(x):
         return "reference"
     if backend == "torch":
         return "torch"
@@ -84,7 +85,7 @@ def sparse_gemv(
     if x.dtype != weight.dtype:
         raise TypeError(f"x dtype {x.dtype} differs from weight dtype {weight.dtype}")
     be = _resolve(x, backend)
-    if be == "reference" or not _is_single_token(x):
+    if be == "reference":
         return sparse_gemv_reference(x, weight, t, bias)
     lead = x.shape[:-1]
     flat = x.reshape(-1)
@@ -116,7 +117,7 @@ def sparse_qkv_gemv(
     if x.dtype != weight_qkv.dtype:
         raise TypeError(f"x dtype {x.dtype} differs from weight dtype {weight_qkv.dtype}")
     be = _resolve(x, backend)
-    if be == "reference" or not _is_single_token(x):
+    if be == "reference":
         return sparse_qkv_gemv_reference(x, weight_qkv, ts, tuple(sizes))
     flat = x.reshape(-1)
     if be == "triton":
@@ -135,7 +136,7 @@ def sparse_gemv_int8(x: torch.Tensor, weight: Int8Weight, threshold: float, *, b
     _check_x_weight(x, weight.qweight)
     t = _check_threshold(threshold)
     be = _resolve(x, backend)
-    if be == "reference" or not _is_single_token(x):
+    if be == "reference":
         return sparse_gemv_int8_reference(x, weight.qweight, weight.scales, t)
     flat = x.reshape(-1).to(torch.float32)
     if be == "triton":
