@@ -151,3 +151,16 @@ def test_benchmarks_take_an_out_path(package_dir):
     for script in (package_dir / "benchmarks").glob("bench_*.py"):
         text = script.read_text()
         assert '"--out"' in text and "write_result" in text, f"{script} must take --out and write via write_result"
+
+
+def test_no_kernel_module_shadows_its_dispatcher(package_dir):
+    """Importing kernels/foo.py sets the attribute ``kernels.foo`` to the module, which would replace a dispatcher
+    function ``foo`` defined in kernels/__init__.py after the first Triton call."""
+    kernels = package_dir / "src" / "iclr25" / package_dir.name / "kernels"
+    if not (kernels / "__init__.py").is_file():
+        return
+    dispatchers = _functions(kernels / "__init__.py")
+    for module in kernels.glob("*.py"):
+        assert module.stem not in dispatchers or module.stem in {"__init__", "reference"}, (
+            f"{package_dir.name}: kernels/{module.name} has the same name as the dispatcher {module.stem}()"
+        )
