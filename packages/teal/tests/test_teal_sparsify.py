@@ -164,3 +164,17 @@ def test_decode_with_kv_cache_uses_thresholds(tiny_llama, tiny_batches):
                 out = tiny_llama(input_ids=ids[:, i : i + 1], past_key_values=out.past_key_values, use_cache=True)
                 steps.append(out.logits)
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-4)
+
+
+@pytest.mark.triton
+def test_tealinear_decode_through_the_triton_kernel():
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(70, 45)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    w = TealLinear(torch.nn.Linear(70, 45), backend="triton").to(device)
+    w.linear.load_state_dict(lin.state_dict())
+    w.set_threshold(0.5)
+    tok = torch.randn(1, 1, 70, device=device)
+    assert w._decode_backend(tok) == "triton"
+    ref = F.linear(tok * (tok.abs() > 0.5), lin.weight.to(device), lin.bias.to(device))
+    assert torch.allclose(w(tok), ref, atol=1e-5)

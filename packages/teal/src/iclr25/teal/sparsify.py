@@ -15,8 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from iclr25.shared import resolve_backend
+
 from .calibration import CalibrationResult, _check_batches, check_sparsity
 from .config import DEFAULT_PREFILL, DEFAULT_THRESHOLD_MODE, PREFILL_MODES, PROJECTIONS, THRESHOLD_MODES
+from .kernels.column_skip import column_skip_gemv
 from .kernels.reference import active_mask
 from .modules import find_blocks, projection_param_counts
 
@@ -96,6 +99,7 @@ class TealLinear(nn.Module):
         self.register_buffer("threshold", torch.zeros((), dtype=torch.float32), persistent=True)
         self._t = 0.0
         self.set_threshold(threshold)
+        self._resolved, self._resolved_for, self._triton_fn = "reference", None, None
         self.track = False
         self.zeroed = 0
         self.seen = 0
@@ -129,14 +133,24 @@ class TealLinear(nn.Module):
         if not w.is_contiguous():
             w.data = w.data.contiguous()
 
-    def _skip_columns(self, x: torch.Tensor) -> bool:
-        """Use the column-skipping decode kernel? ``auto`` on CPU only for weights that stream from DRAM."""
-        if self.backend == "reference":
-            return False
-        if self.backend == "auto" and x.device.type == "cpu":
-            w = self.linear.weight
-            return w.numel() * w.element_size() >= CPU_SKIP_MIN_BYTES
-        return True
+    def _decode_backend(self, x: torch.Tensor) -> str:
+        """ "reference" (mask, then dense), "torch" (column skipping) or "triton" for a decode token on x's device.
+
+        Resolved once per device (not per call), so a compiled decode step sees a constant branch.
+        """
+        device = x.device.type
+        if self._resolved_for != device:
+            be = "reference" if self.backend == "reference" else resolve_backend(x, self.backend)
+            if be == "torch" and self.backend == "auto" and device == "cpu":
+                w = self.linear.weight
+                if w.numel() * w.element_size() < CPU_SKIP_MIN_BYTES:
+                    be = "reference"
+            if be == "triton":  # the Triton module is imported only now (triton.jit runs at its import)
+                from .kernels.splitk_sparse_gemv import sparse_gemv_triton
+
+                self._triton_fn = sparse_gemv_triton
+            self._resolved, self._resolved_for = be, device
+        return self._resolved
 
     def _count(self, x_part: torch.Tensor) -> None:
         if self.track:
@@ -152,10 +166,12 @@ class TealLinear(nn.Module):
         tokens = x.shape[-2] if x.dim() >= 3 else 1
         if tokens == 1 or x.dim() < 3:
             self._count(x)
-            if x.numel() == self.in_features and self._skip_columns(x):
-                from .kernels import sparse_gemv
-
-                y = sparse_gemv(x.reshape(-1), self.linear.weight, t, bias=self.linear.bias, backend=self.backend)
+            be = self._decode_backend(x) if x.numel() == self.in_features else "reference"
+            if be == "triton":
+                y = self._triton_fn(x.reshape(-1), self.linear.weight, t, self.linear.bias)
+                return y.reshape(*x.shape[:-1], self.out_features)
+            if be == "torch":
+                y = column_skip_gemv(x.reshape(-1), self.linear.weight, t, self.linear.bias)
                 return y.reshape(*x.shape[:-1], self.out_features)
             return F.linear(x * active_mask(x, t), self.linear.weight, self.linear.bias)
         if self.prefill == "dense":
@@ -240,6 +256,7 @@ def apply_teal(
             t = calibration.threshold(b.index, proj, plan.sparsity(b.index, proj), mode)
             parent, name = b.parents[proj]
             w = TealLinear(getattr(parent, name), t, prefill=prefill, backend=backend)
+            w._decode_backend(w.linear.weight)  # resolve the decode kernel now, outside any compiled region
             setattr(parent, name, w)
             wrappers[(b.index, proj)] = w
             parents[(b.index, proj)] = (parent, name)
