@@ -6,7 +6,8 @@ row-major ``nn.Linear`` weight (cuBLAS on GPU, oneDNN/MKL on CPU).
 
 CPU timing: one thread, per-call thread-CPU time (robust to time-slicing on a shared machine), medians over
 interleaved rounds, weights rotated over >= 320 MiB so every call streams them from DRAM (the 32 MiB L3 would
-otherwise hold a 4096 x 4096 matrix). GPU timing: CUDA events via ``triton.testing.do_bench`` (median).
+otherwise hold a 4096 x 4096 matrix). GPU timing: ``triton.testing.do_bench`` medians of CUDA-graph replays (GPU
+time without Python overhead; eager timings are recorded too).
 
     python packages/teal/benchmarks/bench_teal_gemv.py --device cpu --out gemv_cpu.json
     python packages/teal/benchmarks/bench_teal_gemv.py --device cuda --out gemv_gpu.json   # skips without CUDA
@@ -78,6 +79,16 @@ def cpu_case(shape, dtype, levels, rounds):
             "dense_GBps": nbytes / dense / 1e9, "rows": rows}  # fmt: skip
 
 
+def _graphed(fn):
+    """A CUDA graph replaying ``fn`` (times the GPU work without Python/launch overhead)."""
+    fn()  # warm-up: also runs the Triton autotuner outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def gpu_case(shape, dtype, levels):
     from triton.testing import do_bench
 
@@ -86,13 +97,16 @@ def gpu_case(shape, dtype, levels):
     x = (torch.rand(k, generator=g, device="cuda") - 0.5).to(dtype)
     w = torch.randn(n, k, generator=g, device="cuda").to(dtype)
     wt = prepare_weight(w)
-    dense = do_bench(lambda: F.linear(x, w), return_mode="median") * 1e-3
+    dense = do_bench(_graphed(lambda: F.linear(x, w)), return_mode="median") * 1e-3
+    dense_eager = do_bench(lambda: F.linear(x, w), return_mode="median") * 1e-3
     rows = []
     for s in levels:
-        sparse_gemv(x, wt, s / 2, backend="triton")  # autotune outside the timing
-        med = do_bench(lambda s=s: sparse_gemv(x, wt, s / 2, backend="triton"), return_mode="median") * 1e-3
-        rows.append({"sparsity": s, "sparse_s": med, "speedup": dense / med, "ideal_speedup": 1 / max(1 - s, 1e-9)})
-    return {"shape": [n, k], "dtype": str(dtype).replace("torch.", ""), "dense_s": dense,
+        call = lambda s=s: sparse_gemv(x, wt, s / 2, backend="triton")  # noqa: E731
+        med = do_bench(_graphed(call), return_mode="median") * 1e-3
+        eager = do_bench(call, return_mode="median") * 1e-3
+        rows.append({"sparsity": s, "sparse_s": med, "speedup": dense / med, "ideal_speedup": 1 / max(1 - s, 1e-9),
+                     "sparse_eager_s": eager, "speedup_eager": dense_eager / eager})  # fmt: skip
+    return {"shape": [n, k], "dtype": str(dtype).replace("torch.", ""), "dense_s": dense, "dense_eager_s": dense_eager,
             "dense_GBps": n * k * w.element_size() / dense / 1e9, "rows": rows}  # fmt: skip
 
 

@@ -10,12 +10,11 @@ as ``F.linear(x * mask, W)`` — instead of being silently wrong as the official
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from iclr25.shared import resolve_backend
 
 from .column_skip import Int8Weight, column_skip_gemv, column_skip_gemv_int8, column_skip_qkv_gemv, prepare_weight
-from .reference import sparse_gemv_int8_reference, sparse_gemv_reference, sparse_qkv_gemv_reference, sparsify_input
+from .reference import sparse_gemv_int8_reference, sparse_gemv_reference, sparse_qkv_gemv_reference
 
 BACKENDS = ("auto", "torch", "triton", "reference")
 
@@ -146,12 +145,3 @@ def sparse_gemv_int8(x: torch.Tensor, weight: Int8Weight, threshold: float, *, b
     else:
         y = column_skip_gemv_int8(flat, weight, t)
     return y.reshape(*x.shape[:-1], weight.qweight.shape[0])
-
-
-def dense_gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """The baseline a user would otherwise run: ``F.linear`` on the whole weight."""
-    return F.linear(x, weight, bias)
-
-
-def masked_input(x: torch.Tensor, threshold: float) -> torch.Tensor:
-    return sparsify_input(x, _check_threshold(threshold))
