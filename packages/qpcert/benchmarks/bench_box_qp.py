@@ -7,6 +7,7 @@ torch path vs one-problem-at-a-time cvxpy (Clarabel) on CPU, the baseline a user
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -58,8 +59,8 @@ def main(argv=None) -> dict:
         for b in (4096, 65536):
             qg, yg = problem(b, m, "cuda")
             a0 = torch.zeros_like(yg)
-            t_tri = benchmark(lambda: box_qp(qg, yg, a0, c, 20, backend="triton")).median
-            t_ref = benchmark(lambda: box_qp(qg, yg, a0, c, 20, backend="torch")).median
+            t_tri = benchmark(functools.partial(box_qp, qg, yg, a0, c, 20, backend="triton")).median
+            t_ref = benchmark(functools.partial(box_qp, qg, yg, a0, c, 20, backend="torch")).median
             figures[f"gpu_torch_over_triton_B{b}"] = t_ref / t_tri
             a_t, _ = box_qp(qg, yg, a0, c, 20, backend="triton")
             a_r, _ = box_qp(qg, yg, a0, c, 20, backend="torch")

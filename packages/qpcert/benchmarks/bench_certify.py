@@ -28,9 +28,9 @@ def instance(m_per_class: int, n: int = 80, t: int = 4, seed: int = 0):
     return q, g.labels, tr, te
 
 
-def timed(fn):
+def timed(fn, *args, **kwargs):
     t0 = time.perf_counter()
-    out = fn()
+    out = fn(*args, **kwargs)
     return out, time.perf_counter() - t0
 
 
@@ -48,22 +48,20 @@ def main(argv=None) -> dict:
         q, y, tr, te = instance(per_class)
         m = len(tr)
         for k in (int(b) for b in args.budgets.split(",")):
-            ref, t_enum = timed(lambda: certify_label_flips(q, y, tr, te, k, c, method="enumerate"))
+            ref, t_enum = timed(certify_label_flips, q, y, tr, te, k, c, method="enumerate")
             row = {"m": m, "k": k, "enumerate": t_enum / len(te)}
             for solver in solvers:
                 for form in ("compact", "official"):
                     if solver != "highs" and form == "official":
                         continue
-                    res, sec = timed(lambda: certify_label_flips(q, y, tr, te, k, c, method="milp", solver=solver,
-                                                                 formulation=form, exact_margin=True,
-                                                                 time_limit=args.time_limit))  # fmt: skip
+                    res, sec = timed(certify_label_flips, q, y, tr, te, k, c, method="milp", solver=solver, formulation=form, exact_margin=True, time_limit=args.time_limit)  # fmt: skip
                     agree = res.status == ref.status
                     row[f"{solver}-{form}"] = sec / len(te)
                     row[f"{solver}-{form}-agrees"] = agree
-            decision, sec = timed(lambda: certify_label_flips(q, y, tr, te, k, c, method="milp"))
+            decision, sec = timed(certify_label_flips, q, y, tr, te, k, c, method="milp")
             row["highs-compact-decision"] = sec / len(te)
             small_c = 0.9 / float(q[np.ix_(tr, tr)].abs().sum(1).max())
-            _, sec = timed(lambda: certify_label_flips(q, y, tr, te, k, small_c, method="sort"))
+            _, sec = timed(certify_label_flips, q, y, tr, te, k, small_c, method="sort")
             row["sort (C in all-alpha=C regime)"] = sec / len(te)
             rows.append(row)
             print(row)

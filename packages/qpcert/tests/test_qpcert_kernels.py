@@ -51,3 +51,13 @@ def test_reference_rejects_bad_shapes():
         box_qp(q[:, :3], y, a0, 1.0, 1)
     with pytest.raises(ValueError, match="B, m"):
         box_qp(q, y[:, :3], a0, 1.0, 1)
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_matches_reference_and_auto_dispatches_to_triton():
+    q, y, a0 = make_problem(257, 21, torch.float64, "cuda", seed=5)
+    a_ref, r_ref = box_qp_reference(q, y, a0, 1.0, 10)
+    a_auto, r_auto = box_qp(q, y, a0, 1.0, 10)  # auto -> triton on CUDA
+    assert torch.allclose(a_ref, a_auto, atol=1e-10) and torch.allclose(r_ref, r_auto, atol=1e-10)
+    sol = solve_batch(q, y, 1.0)
+    assert bool(sol.converged.all())

@@ -60,6 +60,12 @@ CASES = [
     dict(arch="gin", depth=2),
     dict(arch="mlp", depth=2, activation="linear"),
     dict(arch="gcn", depth=2, skip="pc"),
+    dict(arch="gin", activation="linear"),
+    dict(arch="appnp", activation="linear"),
+    dict(arch="sage", activation="linear"),
+    dict(arch="sage", skip="pc"),
+    dict(arch="gcn", activation="linear", skip="alpha"),
+    dict(arch="appnp", depth=2),
 ]
 
 
