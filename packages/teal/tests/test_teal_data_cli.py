@@ -133,7 +133,16 @@ def test_cli_calibrate_greedy_eval_on_a_local_checkpoint(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_demo_prints_the_table(capsys):
-    assert main(["demo"]) == 0
+def test_demo_prints_the_table(capsys, tmp_path):
+    assert main(["demo", "--json", str(tmp_path / "demo.json")]) == 0
     out = capsys.readouterr().out
     assert "| uniform | 50% |" in out and "| greedy | 50% |" in out
+    rows = json.loads((tmp_path / "demo.json").read_text())["figures"]["rows"]
+    uni = {r["target"]: r for r in rows if r["allocation"] == "uniform"}
+    greedy = {r["target"]: r for r in rows if r["allocation"] == "greedy"}
+    # design note §5.8 bounds on the degradation curve, monotone, greedy no worse than uniform
+    assert uni[0.0]["ppl_ratio"] == 1.0
+    assert uni[0.25]["ppl_ratio"] <= 1.02 and uni[0.4]["ppl_ratio"] <= 1.05 and uni[0.5]["ppl_ratio"] <= 1.10
+    assert uni[0.0]["ppl"] <= uni[0.25]["ppl"] <= uni[0.4]["ppl"] <= uni[0.5]["ppl"]
+    assert all(greedy[s]["ppl"] <= uni[s]["ppl"] for s in (0.25, 0.4, 0.5))
+    assert all(abs(r["realized"] - r["target"]) < 0.02 for r in rows)
