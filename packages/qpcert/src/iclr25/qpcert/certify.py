@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from iclr25.shared import progress
+
 from .config import CertifyConfig
 from .enumeration import enumerate_certificates, enumeration_size
 from .milp import build_certificate_milp, solve
@@ -270,7 +272,7 @@ def _milp_samplewise(setup, budget, tol, solver, time_limit, formulation, exact_
     q_ll, q_tl = setup.q_ll.numpy(), setup.q_tl.numpy()
     t = q_tl.shape[0]
     margins, exact, witnesses, unknown = np.zeros(t), np.zeros(t, bool), [None] * t, [False] * t
-    for r in range(t):
+    for r in progress(range(t), desc="MILP certificates", leave=False):
         if setup.n_classes == 2:
             objectives = [{"kind": "margin", "row": r, "sign": setup.clean_dir[r]}]
         else:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from iclr25.shared import atomic_write
+
 from .certify import certify_curve
 from .experiments import ARCH_TABLE, csbm_dataset, format_table, karate_dataset
 from .ntk import ntk_matrix
@@ -91,7 +93,8 @@ def _plot(rows: list[dict], path: Path) -> None:
     axes[0].set_ylabel("certified ratio")
     axes[-1].legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, dpi=90, format="png")
     plt.close(fig)
 
 
@@ -117,7 +120,9 @@ def run_certificate_demo(out: str = "qpcert_demo", collective_nodes: int = 30, t
     _print_table(rows)
     _plot(rows, out_dir / "certified_ratio.png")
     record = [{**r, "ratios": {f"{k:.6g}": v for k, v in r["ratios"].items()}} for r in rows]
-    (out_dir / "certified_ratio.json").write_text(json.dumps(record, indent=1))
+    with atomic_write(out_dir / "certified_ratio.json", "w") as fh:
+        fh.write(json.dumps(record, indent=1))
+    json.loads((out_dir / "certified_ratio.json").read_text())  # read back
     print(f"\nplot: {out_dir / 'certified_ratio.png'}   table: {out_dir / 'certified_ratio.json'}")
     print(f"total {time.perf_counter() - t0:.1f} s")
     return rows

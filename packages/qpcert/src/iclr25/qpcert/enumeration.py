@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from iclr25.shared import progress
+
 from .svm import solve_batch
 
 _CHUNK = 2048
@@ -108,7 +110,7 @@ def enumerate_certificates(
     use_signs = n_classes == 2 and 2 ** (m - 1) < count_flip_sets(m, kmax)
     chunks = _sign_class_labelings(m) if use_signs else _flip_set_labelings(labels_hat, kmax, n_classes)
     n_qps = 0
-    for labs in chunks:
+    for labs in progress(chunks, desc="enumerating labelings", leave=False):
         if n_classes == 2:
             ys = torch.as_tensor(labs, dtype=torch.float64)
             sol = solve_batch(q_ll, ys, c, backend=backend)
