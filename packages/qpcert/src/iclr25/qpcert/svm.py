@@ -12,6 +12,7 @@ residual, so exactness is verified, not assumed.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,6 +144,13 @@ def solve_batch(
             alpha[idx] = torch.where(take[:, None], cand, a)
             kkt[idx] = torch.minimum(r, r_cand)
         todo = todo[kkt[todo] > tol]
+    if todo.numel():
+        warnings.warn(
+            f"{todo.numel()} of {y.shape[0]} SVM problems did not reach KKT residual {tol:g} in {max_rounds} rounds "
+            f"(largest {float(kkt.max()):.2e}); see BatchSolution.converged",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return BatchSolution(alpha=alpha, kkt=kkt, converged=kkt <= tol)
 
 
