@@ -46,6 +46,24 @@ def test_atomic_write_replaces_on_success(tmp_path):
     assert [q.name for q in p.parent.iterdir()] == ["f.txt"]
 
 
+def test_atomic_write_file_mode(tmp_path):
+    import os
+    import stat
+
+    fresh = tmp_path / "fresh"
+    with atomic_write(fresh) as f:
+        f.write(b"x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~mask  # as open() would create it, not mkstemp's 0600
+    old = tmp_path / "old"
+    old.write_bytes(b"a")
+    old.chmod(0o640)
+    with atomic_write(old) as f:
+        f.write(b"b")
+    assert stat.S_IMODE(old.stat().st_mode) == 0o640 and old.read_bytes() == b"b"
+
+
 def test_atomic_write_keeps_old_file_when_writer_raises(tmp_path):
     p = tmp_path / "f.bin"
     p.write_bytes(b"old")

@@ -10,6 +10,12 @@ from pathlib import Path
 from typing import IO
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO]:
     """Open a temporary file next to ``path``; on success fsync it and rename it over ``path``.
@@ -26,6 +32,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", encoding: str | None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     binary = "b" in mode
     try:
+        # mkstemp creates the file 0600: give it the mode of the file it replaces, else what open() would give
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else (encoding or "utf-8")) as f:
             yield f
             f.flush()

@@ -23,7 +23,7 @@ def box_qp(q: torch.Tensor, y: torch.Tensor, alpha0: torch.Tensor, c: float, swe
             f"y and alpha0 must be [B, m] with m = {q.shape[0]}, got {tuple(y.shape)}, {tuple(alpha0.shape)}"
         )
     if resolve_backend(q, backend) == "triton":
-        from .box_qp import box_qp_triton
+        from .box_qp_kernel import box_qp_triton
 
         dtype = q.dtype
         return box_qp_triton(q.contiguous(), y.to(dtype).contiguous(), alpha0.to(dtype).contiguous(), c, sweeps)
