@@ -6,8 +6,9 @@
 # each package's tests get TEST_BUDGET seconds and each benchmark BENCH_BUDGET seconds.
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_check.sh OUT_DIR}
-TEST_BUDGET=${TEST_BUDGET:-45}
-BENCH_BUDGET=${BENCH_BUDGET:-25}
+TEST_BUDGET=${TEST_BUDGET:-40}
+BENCH_BUDGET=${BENCH_BUDGET:-20}
+TOTAL_BUDGET=${TOTAL_BUDGET:-450}   # seconds; whatever is left when it runs out is skipped and reported
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 mkdir -p "$OUT/logs" "$OUT/bench"
@@ -27,6 +28,7 @@ status=0
 for pkgdir in packages/*/; do
   pkg=$(basename "$pkgdir")
   [ -d "$pkgdir/tests" ] || continue
+  if [ "$SECONDS" -ge "$TOTAL_BUDGET" ]; then echo "!! skipped $pkg: total budget spent"; status=1; continue; fi
   echo "== $pkg: gpu/triton tests"
   timeout "$TEST_BUDGET" python -m pytest "$pkgdir/tests" -m "gpu or triton" -q -p no:cacheprovider \
     --junitxml="$OUT/logs/$pkg-junit.xml" > "$OUT/logs/$pkg-tests.log" 2>&1
@@ -38,8 +40,11 @@ for pkgdir in packages/*/; do
     [ -f "$bench" ] || continue
     echo "== $pkg: $(basename "$bench")"
     name=$(basename "$bench" .py)
-    timeout "$BENCH_BUDGET" python "$bench" --out "$OUT/bench/$pkg-$name.json" > "$OUT/logs/$pkg-$name.log" 2>&1 \
-      || echo "!! $bench rc=$?"
+    if [ "$SECONDS" -ge "$TOTAL_BUDGET" ]; then echo "!! skipped $bench: total budget spent"; continue; fi
+    device_arg=()
+    grep -q '"--device"' "$bench" && device_arg=(--device cuda)
+    timeout "$BENCH_BUDGET" python "$bench" "${device_arg[@]}" --out "$OUT/bench/$pkg-$name.json" \
+      > "$OUT/logs/$pkg-$name.log" 2>&1 || echo "!! $bench rc=$?"
   done
 done
 echo "gpu_check finished with status $status; results in $OUT"
