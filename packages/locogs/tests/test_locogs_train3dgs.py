@@ -13,7 +13,7 @@ from iclr25.locogs.train3dgs import train_3dgs
 
 
 def _scene():
-    return make_synthetic_scene(n_views=9, width=24, height=20, n_points=250, supersample=1)
+    return make_synthetic_scene(n_views=9, width=20, height=16, n_points=150, supersample=1)
 
 
 def test_expon_lr_schedule():
@@ -24,9 +24,9 @@ def test_expon_lr_schedule():
 
 def test_train_3dgs_learns_and_densifies():
     scene = _scene()
-    cfg = Train3DGSConfig(densify_from_iter=10, densification_interval=10, densify_until_iter=30,
+    cfg = Train3DGSConfig(densify_from_iter=10, densification_interval=10, densify_until_iter=25,
                           opacity_reset_interval=1000, densify_grad_threshold=1e-5)  # fmt: skip
-    cfg.iterations = 40
+    cfg.iterations = 30
     res = train_3dgs(scene, cfg, progress_bar=False)
     losses = [h["loss"] for h in res.history]
     assert losses[-1] < losses[0]
@@ -37,12 +37,12 @@ def test_train_3dgs_learns_and_densifies():
 
 def test_checkpoint_resume_is_exact(tmp_path):
     scene = _scene()
-    cfg = Train3DGSConfig(densify_from_iter=4, densification_interval=4, densify_until_iter=9,
+    cfg = Train3DGSConfig(densify_from_iter=2, densification_interval=3, densify_until_iter=7,
                           densify_grad_threshold=1e-5)  # fmt: skip
-    cfg.iterations = 12
+    cfg.iterations = 8
     full = train_3dgs(scene, cfg, progress_bar=False)
     ck = tmp_path / "ck.pt"
-    cfg_half = Train3DGSConfig(**{**cfg.__dict__, "iterations": 6})
+    cfg_half = Train3DGSConfig(**{**cfg.__dict__, "iterations": 5})
     train_3dgs(scene, cfg_half, checkpoint_path=ck, progress_bar=False)
     resumed = train_3dgs(scene, cfg, checkpoint_path=ck, resume=True, progress_bar=False)
     assert len(resumed.gaussians) == len(full.gaussians)

@@ -105,9 +105,11 @@ def train_locogs(
     device: str = "cpu",
     backend: str = "auto",
     progress_bar: bool = True,
+    stop_at: int | None = None,
 ) -> LocoGSResult:
     """Train LocoGS on ``scene``. Initial points: ``pcd_path`` (any PLY / NPY / NPZ: the dense-init cloud) or the
-    scene's own points. ``iterations`` compresses the official 30k schedule."""
+    scene's own points. ``iterations`` compresses the official 30k schedule. ``stop_at`` ends this session early
+    (checkpoint written) so a later call with ``resume=True`` continues the same schedule."""
     cfg = cfg or LocoGSConfig()
     if iterations is not None and iterations != cfg.iterations:
         cfg = cfg.scaled(iterations)
@@ -132,10 +134,13 @@ def train_locogs(
     if start > 0:
         field_opt.load_state_dict(ck["field_opt"])
     stats = DensifyStats(len(model), device)
+    if start > 0:
+        stats.grad_accum, stats.denom, stats.max_radii = (t.to(device) for t in ck["stats"])
     bg = torch.tensor(cfg.background, device=device)
     extent = model.extent
     t0 = time.perf_counter()
-    steps = range(start + 1, cfg.iterations + 1)
+    last = cfg.iterations if stop_at is None else min(stop_at, cfg.iterations)
+    steps = range(start + 1, last + 1)
     for it in progress(steps, desc="LocoGS") if progress_bar else steps:
         model.store.set_lr("means", expon_lr(it, cfg.position_lr_init * extent, cfg.position_lr_final * extent,
                                              cfg.position_lr_max_steps))  # fmt: skip
@@ -163,9 +168,10 @@ def train_locogs(
                 _prune(model, stats, torch.sigmoid(model.store["mask"]) <= cfg.mask_threshold)
         if it % 10 == 0 or it == cfg.iterations:
             history.append({"iteration": it, "loss": loss.item(), "n_gaussians": len(model)})
-        if checkpoint_path is not None and ((checkpoint_every and it % checkpoint_every == 0) or it == cfg.iterations):
+        if checkpoint_path is not None and ((checkpoint_every and it % checkpoint_every == 0) or it == last):
             save_checkpoint(checkpoint_path, {"kind": "locogs", "model": model.state(), "iteration": it,
                                               "history": history, "sampler": sampler.state_dict(),
                                               "generator": gen.get_state(),
-                                              "field_opt": field_opt.state_dict()})  # fmt: skip
+                                              "field_opt": field_opt.state_dict(),
+                                              "stats": (stats.grad_accum, stats.denom, stats.max_radii)})  # fmt: skip
     return LocoGSResult(model, history, cfg.iterations, time.perf_counter() - t0)
