@@ -46,8 +46,14 @@ def run_demo(args) -> dict:
     test_cam, test_gt = scene.test()[0]
     rows = []
 
-    base = train_3dgs(scene, Train3DGSConfig(seed=args.seed), iterations=args.iterations, progress_bar=True)
+    base = train_3dgs(
+        scene,
+        Train3DGSConfig(seed=args.seed, max_gaussians=args.max_gaussians),
+        iterations=args.iterations,
+        progress_bar=True,
+    )
     g3 = base.gaussians
+    print(f"3DGS trained: {len(g3)} Gaussians in {base.seconds:.0f}s", flush=True)
     write_3dgs_ply(out / "baseline.ply", g3)
     ply_bytes = os.path.getsize(out / "baseline.ply")
     tr, te = evaluate(g3, scene.train()), evaluate(g3, scene.test())
@@ -58,7 +64,10 @@ def run_demo(args) -> dict:
         save_image(out / "baseline_test0.png", torch.cat([test_gt, img_base], dim=1))
     else:
         fc = FieldConfig(log2_hashmap_size=args.log2_hashmap)
-        res = train_locogs(scene, LocoGSConfig(field=fc, seed=args.seed), iterations=args.iterations)
+        res = train_locogs(
+            scene, LocoGSConfig(field=fc, seed=args.seed, max_gaussians=args.max_gaussians), iterations=args.iterations
+        )
+        print(f"LocoGS trained: {len(res.model)} Gaussians in {res.seconds:.0f}s", flush=True)
         report = compress(res.model, out / "scene.locogs")
         dec = decompress(out / "scene.locogs")
         write_3dgs_ply(out / "decoded.ply", dec)

@@ -91,9 +91,9 @@ def densify_and_prune_3dgs(store: ParamStore, stats: DensifyStats, cfg: Train3DG
         grads = torch.cat([grads, grads.new_zeros(n - grads.numel())])
         scales = torch.exp(store["log_scales"])
         split = (grads >= cfg.densify_grad_threshold) & (scales.max(dim=1).values > cfg.percent_dense * extent)
-        room = cfg.max_gaussians - len(store) + int(split.sum())
-        if split.any() and room >= 2:
-            idx = torch.nonzero(split).squeeze(1)[: room // 2]
+        room = cfg.max_gaussians - len(store)  # a split adds two children and removes the parent: +1 each
+        if split.any() and room >= 1:
+            idx = torch.nonzero(split).squeeze(1)[:room]
             split = torch.zeros_like(split)
             split[idx] = True
             new = {k: store[k].detach()[idx].repeat(2, *([1] * (store[k].dim() - 1))) for k in store.params}

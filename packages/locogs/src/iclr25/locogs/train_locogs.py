@@ -65,9 +65,9 @@ def densify_and_prune_locogs(model: LocoGS, stats: DensifyStats, cfg: LocoGSConf
     n = len(store)
     pad = torch.zeros(n - n_old, dtype=torch.bool, device=big.device)
     split = torch.cat([(grads >= cfg.densify_grad_threshold) & big, pad])
-    room = cfg.max_gaussians - n + int(split.sum())
-    if split.any() and room >= 2:
-        idx = torch.nonzero(split).squeeze(1)[: room // 2]
+    room = cfg.max_gaussians - n  # a split adds two children and removes the parent: +1 each
+    if split.any() and room >= 1:
+        idx = torch.nonzero(split).squeeze(1)[:room]
         split = torch.zeros_like(split)
         split[idx] = True
         new = {k: store[k].detach()[idx].repeat(2, *([1] * (store[k].dim() - 1))) for k in store.params}
