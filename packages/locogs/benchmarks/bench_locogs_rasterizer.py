@@ -56,8 +56,8 @@ def main(argv=None):
                     img, _ = rasterize(*leaves, *cam_args, sh_degree=3, backend=be)
                     img.sum().backward()
 
-                s_f = benchmark(fwd, warmup=1, repeat=a.repeat)
-                s_fb = benchmark(fwd_bwd, warmup=1, repeat=a.repeat)
+                s_f = benchmark(fwd, warmup=3, repeat=a.repeat)
+                s_fb = benchmark(fwd_bwd, warmup=3, repeat=a.repeat)
                 key = f"{be}_{size}px_{n}"
                 figures[key] = {"forward_ms": s_f.median * 1e3, "forward_backward_ms": s_fb.median * 1e3}
                 print(f"{key}: forward {s_f.median * 1e3:.1f} ms, forward+backward {s_fb.median * 1e3:.1f} ms")
