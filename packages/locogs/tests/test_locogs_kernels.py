@@ -62,3 +62,17 @@ def test_auto_backend_on_cpu_is_reference():
     a = rasterize_pixels(p.means2d, p.conics, colors, opac, p.depths, p.radii, 16, 16)
     b = rasterize_reference(p.means2d, p.conics, colors, opac, p.depths, p.radii, 16, 16)
     torch.testing.assert_close(a[0], b[0], atol=0, rtol=0)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("n", [0, 1])
+def test_empty_or_fully_culled_scene_gives_background(backend, n):
+    viewmat, K = tiny_camera(10, 8, dtype=torch.float32)
+    means = torch.zeros(n, 3)
+    means[:, 1] = -10.0  # behind the camera
+    bg = torch.tensor([0.2, 0.3, 0.4])
+    img, alpha = rasterize(means, torch.ones(n, 4), torch.full((n, 3), 0.1), torch.full((n,), 0.5),
+                           torch.ones(n, 3), viewmat, K, 10, 8, background=bg, backend=backend)  # fmt: skip
+    torch.testing.assert_close(img, bg.expand(8, 10, 3))
+    assert float(alpha.abs().max()) == 0.0
