@@ -9,7 +9,6 @@ state dict (``hubert_base_ls960.pt`` layout) to this module.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import torch
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import HubertConfig, HubertModel
 
+from ._keymap import rename_key
 from .config import LossPredConfig
 
 __all__ = [
@@ -205,10 +205,7 @@ _FAIRSEQ_RULES: list[tuple[str, str]] = [
 
 def fairseq_to_hf_key(key: str) -> str | None:
     """Our module's key for a fairseq HuBERT key, or ``None`` when it has no counterpart."""
-    for pat, rep in _FAIRSEQ_RULES:
-        if re.match(pat, key):
-            return re.sub(pat, rep, key)
-    return None
+    return rename_key(key, _FAIRSEQ_RULES)
 
 
 def convert_fairseq_state_dict(state: dict) -> dict:

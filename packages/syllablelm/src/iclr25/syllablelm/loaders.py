@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ._keymap import rename_key
 from .lm import SyllableLM, SyllableLMConfig
 from .tokenizer import Encoder, SylBoostTokenizer
 
@@ -33,10 +34,7 @@ _LM_RULES = [
 
 def fairseq_lm_key(key: str) -> str | None:
     """Our ``SyllableLM`` key for an official key (``pe`` is handled separately: it is reshaped)."""
-    for pat, rep in _LM_RULES:
-        if re.match(pat, key):
-            return re.sub(pat, rep, key)
-    return None
+    return rename_key(key, _LM_RULES)
 
 
 def lm_state_to_fairseq(model: SyllableLM) -> dict:
