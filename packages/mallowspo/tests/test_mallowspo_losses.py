@@ -94,13 +94,60 @@ def test_phi_loss_is_the_mallows_phi_law():
     loss = mallows_phi_loss(pc, pr, zero, zero, 0.5, beta=1.0, reduction="none")
     expected = -torch.log(torch.tensor([pairwise_prob_phi(d, 0.5) for d in (1, 2, 3)] + [1 - 1 / 1.5]))
     assert torch.allclose(loss, expected.to(loss.dtype), atol=1e-12)
-    # tie convention and a finite gradient everywhere
+    # at a tie the right limit: -log g(0+) = -log(1/(1-ϕ) + 1/log ϕ); a finite gradient everywhere
     pc2 = torch.tensor([0.0, 1e-6, 5.0, -40.0], requires_grad=True)
     loss2 = mallows_phi_loss(pc2, torch.zeros(4), torch.zeros(4), torch.zeros(4), 0.3, beta=1.0, reduction="none")
-    assert loss2[0].item() == pytest.approx(math.log(2))
+    assert loss2[0].item() == pytest.approx(-math.log(1 / 0.7 + 1 / math.log(0.3)), abs=1e-6)
     loss2.sum().backward()
     assert torch.isfinite(pc2.grad).all()
     assert loss2.dtype == torch.float32
+
+
+@pytest.mark.parametrize("phi", [0.05, 0.3, 0.5, 0.9])
+def test_phi_loss_gradient_at_reference_is_the_right_limit(phi):
+    # policy = reference: Δ = 0. Oracle: the one-sided slope of -log g_ϕ at 0+ from the naive closed form
+    # g(s) = (s+1)/(1-ϕ^(s+1)) - s/(1-ϕ^s) in 60-digit arithmetic (mpmath), independent of the package's formulas.
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    p = mp.mpf(phi)
+
+    def g(s):
+        return (s + 1) / (1 - p ** (s + 1)) - s / (1 - p**s)
+
+    h = mp.mpf("1e-25")
+    g0 = g(h)
+    slope = (mp.log(g(2 * h)) - mp.log(g(h))) / h  # d/ds log g at 0+, error O(h)
+    beta = 0.7
+    pc = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    pr = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    ref = torch.full((3,), -2.0, dtype=torch.float64)
+    loss = mallows_phi_loss(pc, pr, ref, ref, phi, beta=beta, reduction="sum")
+    loss.backward()
+    assert loss.item() / 3 == pytest.approx(float(-mp.log(g0)), abs=1e-12)
+    assert torch.allclose(pc.grad, torch.full((3,), -beta * float(slope), dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(pr.grad, -pc.grad)
+    assert (pc.grad < 0).all()  # descent raises the chosen log-prob
+    # continuity from the right: the loss just above 0 agrees with value + slope
+    eps = 1e-7
+    right = mallows_phi_loss(
+        torch.tensor([eps / beta], dtype=torch.float64),
+        torch.zeros(1, dtype=torch.float64),
+        torch.zeros(1, dtype=torch.float64),
+        torch.zeros(1, dtype=torch.float64),
+        phi,
+        beta=beta,
+    )
+    assert right.item() == pytest.approx(float(-mp.log(g(mp.mpf(eps)))), abs=1e-12)
+
+
+def test_phi_at_zero_closed_forms():
+    from iclr25.mallowspo.mallows import g_phi_at_zero
+
+    assert g_phi_at_zero(0.5)[0] == pytest.approx(1 / 0.5 + 1 / math.log(0.5), abs=1e-15)
+    assert g_phi_at_zero(0.5)[1] == pytest.approx((0.5 + 0.5 * math.log(0.5)) / 0.25 - 0.5, abs=1e-15)
+    assert g_phi_at_zero(1.0) == (0.5, 0.0)  # uniform: no information, no gradient
+    with pytest.raises(ValueError, match="phi"):
+        g_phi_at_zero(float("nan"))
 
 
 def test_no_gradient_flows_into_the_scale():
@@ -133,5 +180,20 @@ def test_reductions_and_errors():
         mallows_theta_loss([1.0], x[1], x[2], x[3], 1.0)
     with pytest.raises(ValueError, match="phi"):
         mallows_phi_loss(*x, 1.5)
+    with pytest.raises(ValueError, match="phi"):
+        mallows_phi_loss(*x, float("nan"))
+    with pytest.raises(ValueError, match="phi"):
+        mallows_phi_loss(*x, torch.tensor([0.5, 0.5, float("nan"), 0.5, 0.5]))
+    for bad in (float("nan"), -0.1, torch.tensor([1.0, 1.0, -1.0, 1.0, 1.0]), float("inf")):
+        with pytest.raises(ValueError, match="finite and >= 0"):
+            mallows_theta_loss(*x, bad)
+        with pytest.raises(ValueError, match="finite and >= 0"):
+            mallows_ipo_loss(*x, bad)
+    empty = [torch.zeros(0) for _ in range(4)]
+    for fn in (mallows_theta_loss, mallows_ipo_loss):
+        with pytest.raises(ValueError, match="empty batch"):
+            fn(*empty, 1.0)
+    with pytest.raises(ValueError, match="empty batch"):
+        mallows_phi_loss(*empty, 0.5)
     with pytest.raises(ValueError, match="convention"):
         mallows_ipo_loss(*x, 1.0, convention="x")

@@ -29,7 +29,7 @@ def test_pairwise_phi_known_values_and_limits():
         jump = 1 / (1 - phi) + 1 / math.log(phi)
         assert g0[0].item() == pytest.approx(jump, abs=1e-9)  # g(0+) > 1/2: the link jumps at 0
         assert g0[1].item() == pytest.approx(1 - jump, abs=1e-9)
-        assert g0[2].item() == 0.5  # our tie convention
+        assert g0[2].item() == pytest.approx(jump, abs=1e-15)  # our convention at a tie: the right limit
     assert pairwise_prob_phi(1, 1.0) == pytest.approx(0.5, abs=1e-9)
     assert pairwise_prob_phi(200, 0.5) == pytest.approx(1.0, abs=1e-15)
     s = torch.linspace(0.01, 30, 500, dtype=torch.float64)

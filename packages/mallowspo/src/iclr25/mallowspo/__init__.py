@@ -7,6 +7,7 @@ samplers, a solvable Mallows bandit, a trainer for transformers causal LMs, and 
 """
 
 from .bandit import MallowsBandit, fit_bandit_policy
+from .calibration import calibrate_phi_star
 from .config import MallowsPOConfig
 from .dispersion import neg_log_dispersion, sequence_entropy, token_entropy
 from .logps import sequence_logps
@@ -20,6 +21,7 @@ __all__ = [
     "MallowsBandit",
     "MallowsPOConfig",
     "MallowsPOTrainer",
+    "calibrate_phi_star",
     "dpo_loss",
     "fit_bandit_policy",
     "mallows_ipo_loss",

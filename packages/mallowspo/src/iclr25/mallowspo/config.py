@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,23 +59,74 @@ class MallowsPOConfig:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.loss_type not in LOSS_TYPES:
-            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
-        if not self.beta > 0:
-            raise ValueError(f"beta must be > 0, got {self.beta}")
-        if self.entropy_mode not in ("mean", "sum"):
-            raise ValueError(f"entropy_mode must be 'mean' or 'sum', got {self.entropy_mode!r}")
-        if self.sft_coef < 0:
-            raise ValueError(f"sft_coef must be >= 0, got {self.sft_coef}")
-        if self.ipo_convention not in ("official", "rainbow"):
-            raise ValueError(f"ipo_convention must be 'official' or 'rainbow', got {self.ipo_convention!r}")
+        """Validate every field at construction: a bad value raises ``ValueError``/``TypeError`` naming the field
+        and what was expected (nothing is clipped or silently ignored later)."""
+
+        def number(name, lo=None, hi=None, lo_open=False, hi_open=False, allow_none=False, integer=False):
+            v = getattr(self, name)
+            if v is None and allow_none:
+                return
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not float(v).is_integer()):
+                kind = "an integer" if integer else "a number"
+                raise TypeError(f"MallowsPOConfig.{name} must be {kind}, got {v!r}")
+            if not math.isfinite(v):
+                raise ValueError(f"MallowsPOConfig.{name} must be finite, got {v!r}")
+            too_low = lo is not None and (v <= lo if lo_open else v < lo)
+            too_high = hi is not None and (v >= hi if hi_open else v > hi)
+            if too_low or too_high:
+                lb = "" if lo is None else ("(" if lo_open else "[") + f"{lo}"
+                ub = "" if hi is None else f"{hi}" + (")" if hi_open else "]")
+                raise ValueError(f"MallowsPOConfig.{name} must lie in {lb or '(-inf'}, {ub or 'inf)'}; got {v!r}")
+            if integer:
+                setattr(self, name, int(v))
+
+        def choice(name, options):
+            if getattr(self, name) not in options:
+                raise ValueError(f"MallowsPOConfig.{name} must be one of {options}, got {getattr(self, name)!r}")
+
+        choice("loss_type", LOSS_TYPES)
+        choice("entropy_mode", ("mean", "sum"))
+        choice("ipo_convention", ("official", "rainbow"))
+        choice("backend", ("auto", "torch", "triton"))
+        for name in ("reference_free", "length_normalization", "precompute_ref"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"MallowsPOConfig.{name} must be a bool, got {getattr(self, name)!r}")
+        number("beta", lo=0, lo_open=True)
+        number("label_smoothing", lo=0, hi=0.5, hi_open=True)
+        number("home_advantage")
+        number("mixing_alpha", lo=0, hi=1, allow_none=True)
+        number("sft_coef", lo=0)
+        number("phi_star", lo=0, lo_open=True)
+        number("dispersion_eps", lo=0, hi=1, lo_open=True, hi_open=True)
+        number("vocab_size", lo=2, allow_none=True, integer=True)
+        number("fixed_neg_log_dispersion", lo=0, allow_none=True)
+        number("learning_rate", lo=0, lo_open=True)
         for name in ("per_device_batch_size", "gradient_accumulation_steps", "num_epochs", "max_length"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ValueError(f"warmup_ratio must lie in [0, 1), got {self.warmup_ratio}")
-        if self.max_prompt_length > self.max_length:
-            raise ValueError("max_prompt_length must not exceed max_length")
+            number(name, lo=1, integer=True)
+        number("max_prompt_length", lo=0, integer=True)
+        number("warmup_ratio", lo=0, hi=1, hi_open=True)
+        number("weight_decay", lo=0)
+        number("max_grad_norm", lo=0)
+        number("seed", lo=0, integer=True)
+        number("ref_chunk_rows", lo=1, integer=True)
+        number("save_steps", lo=0, integer=True)
+        number("log_every", lo=1, integer=True)
+        if self.max_prompt_length >= self.max_length:
+            raise ValueError(
+                f"max_prompt_length ({self.max_prompt_length}) must be < max_length ({self.max_length}), "
+                "or no completion token fits"
+            )
+        if self.output_dir is not None and not isinstance(self.output_dir, str):
+            self.output_dir = str(self.output_dir)
+        if not isinstance(self.extra, dict):
+            raise TypeError(f"MallowsPOConfig.extra must be a dict, got {type(self.extra).__name__}")
+        # options that a loss type does not use are refused rather than silently ignored
+        if self.loss_type in ("mallows_ipo", "mallows_phi") and self.label_smoothing:
+            raise ValueError(f"label_smoothing is only used by 'sigmoid'/'mallows_dpo', not {self.loss_type!r}")
+        if self.loss_type == "mallows_phi" and self.mixing_alpha is not None:
+            raise ValueError("mixing_alpha is not defined for loss_type='mallows_phi'")
+        if self.loss_type == "sigmoid" and self.fixed_neg_log_dispersion is not None:
+            raise ValueError("fixed_neg_log_dispersion has no effect with loss_type='sigmoid' (plain DPO, scale 1)")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

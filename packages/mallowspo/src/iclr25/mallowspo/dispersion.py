@@ -44,7 +44,7 @@ def token_entropy(logits: torch.Tensor, chunk_size: int | None = None) -> torch.
             z = flat[start : start + step].float()
             logp = torch.log_softmax(z, dim=-1)
             p = logp.exp()
-            out[start : start + step] = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
+            out[start : start + step] = -torch.where(p == 0, torch.zeros_like(p), p * logp).sum(-1)
         return out.view(logits.shape[:-1])
 
 
@@ -61,8 +61,12 @@ def sequence_entropy(
     Position t's logits predict token t + 1 (one-token shift); only positions whose next label is not
     ``ignore_index`` count. Each entropy is divided by ln V, with V = ``vocab_size`` if given (the first
     ``vocab_size`` logits are used, dropping padded embedding rows) else ``logits.shape[-1]`` (as the official
-    code). ``mode="mean"`` (default, official code) averages over completion tokens and lies in [0, 1];
-    ``mode="sum"`` sums them (the paper's formula). Rows without completion tokens give 0. Never differentiable.
+    code). ``vocab_size`` restricts only the entropy; label log-probs elsewhere always use the full softmax.
+    ``mode="mean"`` (default, official code) averages over completion tokens and lies in [0, 1]; ``mode="sum"``
+    sums them (the paper's formula). Never differentiable.
+
+    Raises ``ValueError`` for a row without completion tokens (its entropy is undefined; clamping it would give the
+    maximum dispersion scale) and for NaN logits at completion positions.
     """
     if mode not in ("mean", "sum"):
         raise ValueError(f"mode must be 'mean' or 'sum', got {mode!r}")
@@ -82,17 +86,44 @@ def sequence_entropy(
         logits = logits[..., :v]
     if v < 2:
         raise ValueError("entropy normalisation by ln V needs a vocabulary of at least 2 tokens")
+    valid = labels != ignore_index
+    # only the entropy is needed here: give valid positions label 0 so labels >= vocab_size are not an error
+    ent_labels = torch.where(valid, torch.zeros_like(labels), labels)
     with torch.no_grad():
-        _, ent = logp_entropy(logits.detach(), labels, ignore_index=ignore_index, backend=backend)
-        return normalised_sequence_entropy(ent, labels != ignore_index, v, mode)
+        _, ent = logp_entropy(logits.detach(), ent_labels, ignore_index=ignore_index, backend=backend)
+        return normalised_sequence_entropy(ent, valid, v, mode)
 
 
 def normalised_sequence_entropy(token_entropy: torch.Tensor, mask: torch.Tensor, vocab_size: int, mode: str = "mean"):
     """[B, T] per-token entropies (nats) and a completion mask -> [B] sum (``mode="sum"``) or mean over masked
-    tokens, divided by ln(vocab_size). The reduction step of :func:`sequence_entropy`."""
-    total = (token_entropy * mask).sum(-1) / math.log(vocab_size)
+    tokens, divided by ln(vocab_size). The reduction step of :func:`sequence_entropy`.
+
+    Raises ``ValueError`` when a row has no completion token or its entropy is not finite (NaN logits)."""
+    if mode not in ("mean", "sum"):
+        raise ValueError(f"mode must be 'mean' or 'sum', got {mode!r}")
+    if token_entropy.shape != mask.shape or token_entropy.dim() != 2:
+        raise ValueError(
+            f"token_entropy {tuple(token_entropy.shape)} and mask {tuple(mask.shape)} must be equal [B, T]"
+        )
+    if token_entropy.shape[0] == 0:
+        raise ValueError("empty batch: no sequences to compute the entropy of")
+    mask = mask.bool()
+    n_tokens = mask.sum(-1)
+    empty = (n_tokens == 0).nonzero(as_tuple=True)[0]
+    if empty.numel():
+        raise ValueError(
+            f"rows {empty[:8].tolist()} have no completion tokens (all labels ignored): their reference entropy is "
+            "undefined (a clamped 0 would give the maximum dispersion scale); drop or fix these completions"
+        )
+    masked = torch.where(mask, token_entropy, torch.zeros_like(token_entropy))
+    bad = (~torch.isfinite(masked)).any(-1).nonzero(as_tuple=True)[0]
+    if bad.numel():
+        raise ValueError(
+            f"reference entropy is not finite in rows {bad[:8].tolist()}: the logits contain NaN/inf there"
+        )
+    total = masked.sum(-1) / math.log(vocab_size)
     if mode == "mean":
-        total = total / mask.sum(-1).clamp(min=1)
+        total = total / n_tokens
     return total
 
 
@@ -117,6 +148,10 @@ def neg_log_dispersion(
         if h_r.shape != h.shape:
             raise ValueError(f"h_chosen {tuple(h.shape)} and h_rejected {tuple(h_r.shape)} differ")
         h = 0.5 * (h + h_r)
+    if h.numel() == 0:
+        raise ValueError("neg_log_dispersion got an empty batch")
+    if bool((torch.isnan(h) | (h < 0)).any()):
+        raise ValueError(f"normalised entropies must be >= 0 and not NaN, got {h.reshape(-1)[:8].tolist()}")
     if bool((h > 1).any()):
         warnings.warn(
             "normalised entropy > 1 (mode='sum'?): the dispersion scale -phi_star*log(H) is negative there",

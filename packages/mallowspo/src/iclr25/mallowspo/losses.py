@@ -38,6 +38,8 @@ def _as_batch(name: str, x, like: torch.Tensor | None = None) -> torch.Tensor:
         raise TypeError(f"{name} must be a torch.Tensor of per-sequence log-probs [B], got {type(x).__name__}")
     if x.dim() != 1:
         raise ValueError(f"{name} must have shape [B], got {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape [0]); a preference loss needs at least one pair")
     return x
 
 
@@ -77,10 +79,23 @@ def preference_logits(
     return logits - mixing_alpha * ref_margin - (1.0 - mixing_alpha) * home_advantage
 
 
-def _scale(neg_log_dispersion, like: torch.Tensor) -> torch.Tensor:
+def _scale(neg_log_dispersion, like: torch.Tensor, name: str = "neg_log_dispersion") -> torch.Tensor:
     c = torch.as_tensor(neg_log_dispersion, dtype=like.dtype, device=like.device).detach()
     if c.dim() > 1 or (c.dim() == 1 and c.shape[0] != like.shape[0]):
-        raise ValueError(f"neg_log_dispersion must be a scalar or have shape [B]={tuple(like.shape)}, got {c.shape}")
+        raise ValueError(f"{name} must be a scalar or have shape [B]={tuple(like.shape)}, got {tuple(c.shape)}")
+    return c
+
+
+def _check_scale(c: torch.Tensor) -> torch.Tensor:
+    """The dispersion scale c(x) = -log phi(x) must be finite and >= 0 (phi in (0, 1])."""
+    bad = ~torch.isfinite(c) | (c < 0)
+    if bool(bad.any()):
+        vals = c.reshape(-1)[bad.reshape(-1)][:8].tolist()
+        raise ValueError(
+            f"neg_log_dispersion must be finite and >= 0 (c = -log phi with phi in (0, 1]); got {vals}. A negative "
+            "scale flips the loss (it comes from sequence_entropy(mode='sum') with a normalised entropy > 1); NaN "
+            "comes from NaN reference logits."
+        )
     return c
 
 
@@ -131,7 +146,7 @@ def mallows_theta_loss(
     logits = preference_logits(
         policy_chosen, policy_rejected, ref_chosen, ref_rejected, home_advantage, reference_free, mixing_alpha
     )
-    z = beta * _scale(neg_log_dispersion, logits) * logits
+    z = beta * _check_scale(_scale(neg_log_dispersion, logits)) * logits
     loss = -(1.0 - label_smoothing) * F.logsigmoid(z)
     if label_smoothing:
         loss = loss - label_smoothing * F.logsigmoid(-z)
@@ -161,7 +176,7 @@ def mallows_ipo_loss(
     logits = preference_logits(
         policy_chosen, policy_rejected, ref_chosen, ref_rejected, home_advantage, reference_free, mixing_alpha
     )
-    c = _scale(neg_log_dispersion, logits)
+    c = _check_scale(_scale(neg_log_dispersion, logits))
     if convention == "official":
         loss = (c * logits - 1.0 / (2.0 * beta)) ** 2
     elif convention == "rainbow":
@@ -185,14 +200,18 @@ def mallows_phi_loss(
     """MallowsPO-ϕ: -log g_ϕ(β Δ), the Mallows-ϕ pairwise law as link instead of the sigmoid.
 
     ``phi`` is the dispersion ϕ(x) in (0, 1] (scalar or [B]; e.g. ``exp(-neg_log_dispersion)``), detached.
-    g_ϕ(s) = (s+1)/(1-ϕ^(s+1)) - s/(1-ϕ^s) for s > 0, 1 - g_ϕ(-s) for s < 0, and 1/2 at s = 0 (our convention;
-    the link jumps there). Computed in float64 log space (:func:`iclr25.mallowspo.mallows.log_g_phi`).
+    g_ϕ(s) = (s+1)/(1-ϕ^(s+1)) - s/(1-ϕ^s) for s > 0 and 1 - g_ϕ(-s) for s < 0; the link jumps at 0 and we take
+    its right limit there, value g_ϕ(0+) = 1/(1-ϕ) + 1/log ϕ and slope g_ϕ'(0+) = (1-ϕ+ϕ log ϕ)/(1-ϕ)² - 1/2 > 0
+    (derivation in :func:`iclr25.mallowspo.mallows.g_phi_at_zero`). So at π = π_ref (Δ = 0) the loss is
+    -log g_ϕ(0+) and its gradient, -β g_ϕ'(0+)/g_ϕ(0+) per unit of Δ, raises the chosen log-prob. Computed in
+    float64 log space (:func:`iclr25.mallowspo.mallows.log_g_phi`).
     """
     if not beta > 0:
         raise ValueError(f"beta must be > 0, got {beta}")
     logits = preference_logits(policy_chosen, policy_rejected, ref_chosen, ref_rejected, home_advantage, reference_free)
-    phi_t = _scale(phi, logits).to(torch.float64)
-    if bool(((phi_t <= 0) | (phi_t > 1)).any()):
-        raise ValueError("phi must lie in (0, 1]")
+    phi_t = _scale(phi, logits, name="phi").to(torch.float64)
+    bad = torch.isnan(phi_t) | (phi_t <= 0) | (phi_t > 1)
+    if bool(bad.any()):
+        raise ValueError(f"phi must lie in (0, 1] (no NaN); got {phi_t.reshape(-1)[bad.reshape(-1)][:8].tolist()}")
     loss = -log_g_phi(beta * logits, phi_t)
     return _reduce(loss, reduction)

@@ -29,6 +29,7 @@ import torch
 __all__ = [
     "enumerate_mallows_phi",
     "enumerate_mallows_theta",
+    "g_phi_at_zero",
     "log_g_phi",
     "pairwise_prob_phi",
     "pairwise_prob_theta",
@@ -58,12 +59,41 @@ def pairwise_prob_theta(d, theta):
     return float(out) if out.ndim == 0 else out
 
 
+def g_phi_at_zero(phi) -> tuple[float, float]:
+    """(g_phi(0+), g_phi'(0+)): the one-sided limits at 0 of the Mallows-phi link and of its slope.
+
+    Write L = log phi < 0 and f(s) = s / (1 - phi^s), so that g_phi(s) = f(s + 1) - f(s) for s > 0. Expanding
+    1 - e^(Ls) = -Ls (1 + Ls/2 + (Ls)^2/6 + ...) gives f(s) = -1/L + s/2 + O(s^2), hence f(0+) = -1/L and
+    f'(0+) = 1/2. With f'(s) = (1 - phi^s + s L phi^s) / (1 - phi^s)^2 at s = 1:
+
+        g_phi(0+)  = f(1) - f(0+)   = 1/(1 - phi) + 1/log(phi)                          (> 1/2)
+        g_phi'(0+) = f'(1) - f'(0+) = (1 - phi + phi log(phi)) / (1 - phi)^2 - 1/2      (> 0 for phi < 1)
+
+    (0.5573 and 0.1137 at phi = 0.5; as phi -> 1 both tend to the uniform model's 1/2 and 0).
+    """
+    _check_phi(phi)
+    phi = float(phi)
+    if phi >= _PHI_UNIFORM:
+        return 0.5, 0.0
+    log_phi = math.log(phi)
+    value = 1.0 / (1.0 - phi) + 1.0 / log_phi
+    slope = (1.0 - phi + phi * log_phi) / (1.0 - phi) ** 2 - 0.5
+    return value, slope
+
+
 def log_g_phi(s: torch.Tensor, phi) -> torch.Tensor:
     """log g_phi(s): the log of the Mallows-phi pairwise link extended to real ``s``, computed stably in float64.
 
     For s > 0, g_phi(s) = (s+1)/(1-phi^(s+1)) - s/(1-phi^s) (the exact law at integer s); for s < 0,
-    g_phi(s) = 1 - g_phi(-s); at s = 0 we use the tie convention g_phi(0) = 1/2. The link jumps at 0:
-    g_phi(0+) = 1/(1-phi) + 1/log(phi) > 1/2 (0.557 at phi = 0.5).
+    g_phi(s) = 1 - g_phi(-s). The link jumps at 0: g_phi(0+) = 1/(1-phi) + 1/log(phi) > 1/2 (0.557 at phi = 0.5)
+    while g_phi(0-) = 1 - g_phi(0+).
+
+    Convention at s = 0 (where every policy starts, pi = pi_ref): we take the right limit, value g_phi(0+) *and*
+    slope g_phi'(0+) > 0 (derived in :func:`g_phi_at_zero`), i.e. g_phi is right-continuous and
+    d/ds log g_phi(0) = g_phi'(0+) / g_phi(0+). A symmetric tie value 1/2 would be a constant with zero gradient,
+    so MallowsPO-phi could never leave pi = pi_ref; with the right limit, -log g_phi(beta * Delta) decreases as
+    the chosen log-prob rises, exactly as just to the right of 0. ``phi >= 1 - 1e-9`` is the uniform model
+    (g = 1/2, slope 0: such a prompt carries no preference information).
 
     We use the closed form 1 - g_phi(t) = A (t (1-phi) - phi (1-A)) / ((1 - phi A)(1 - A)), A = phi^t (t > 0),
     which has no cancellation for large t and uses expm1 for small t.
@@ -72,6 +102,10 @@ def log_g_phi(s: torch.Tensor, phi) -> torch.Tensor:
     out_dtype = s.dtype if s.is_floating_point() else torch.float32
     s64 = s.to(torch.float64)
     phi_in = torch.as_tensor(phi, dtype=torch.float64, device=s.device)
+    if bool(torch.isnan(phi_in).any()) or bool(((phi_in <= 0) | (phi_in > 1)).any()):
+        raise ValueError(f"phi must lie in (0, 1] (no NaN); got {phi_in.flatten()[:8].tolist()}")
+    if bool(torch.isnan(s64).any()):
+        raise ValueError("log_g_phi got NaN in s (the preference margin beta * Delta)")
     uniform = phi_in >= _PHI_UNIFORM
     phi64 = torch.where(uniform, torch.full_like(phi_in, 0.5), phi_in)
     log_phi = torch.log(phi64)
@@ -84,7 +118,13 @@ def log_g_phi(s: torch.Tensor, phi) -> torch.Tensor:
     log_tail = t_safe * log_phi + torch.log(numer) - torch.log(one_minus_phi_a) - torch.log(one_minus_a)
     log_g_pos = torch.log1p(-torch.exp(log_tail))  # log g(t), t > 0
     out = torch.where(s64 > 0, log_g_pos, log_tail)
-    out = torch.where(zero | uniform, torch.full_like(out, -math.log(2.0)), out)
+    # s == 0: the right limit, value log g(0+) and slope g'(0+)/g(0+) (see g_phi_at_zero), as a linear term in s
+    # so autograd carries the slope; the term is exactly log g(0+) at s = 0.
+    g0 = 1.0 / (1.0 - phi64) + 1.0 / log_phi
+    dg0 = (1.0 - phi64 + phi64 * log_phi) / (1.0 - phi64) ** 2 - 0.5
+    at_zero = torch.log(g0) + (dg0 / g0) * s64
+    out = torch.where(zero, at_zero, out)
+    out = torch.where(uniform, torch.full_like(out, -math.log(2.0)) + 0.0 * s64, out)
     return out.to(out_dtype)
 
 

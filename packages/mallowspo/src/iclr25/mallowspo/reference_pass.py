@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from .dispersion import normalised_sequence_entropy
 from .kernels import logp_entropy
+from .logps import completion_labels
 
-__all__ = ["reference_token_stats", "supports_chunked_head"]
+__all__ = ["reference_sequence_stats", "reference_token_stats", "supports_chunked_head"]
 
 _LOGIT_TRANSFORMS = (
     "final_logit_softcapping",
@@ -40,15 +42,14 @@ def reference_token_stats(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-position (log p(next label), entropy in nats), each [B, T-1], 0 where the next label is ignored.
 
-    ``vocab_size`` restricts the entropy and log-probs to the first ``vocab_size`` logits (padded vocabularies).
-    Falls back to the full forward when :func:`supports_chunked_head` is False.
+    ``vocab_size`` restricts only the entropy to the first ``vocab_size`` logits (padded vocabularies); the label
+    log-probs always use the full softmax, exactly as the policy's, so policy = reference gives zero implicit
+    rewards. Falls back to the full forward when :func:`supports_chunked_head` is False.
     """
     shift_labels = labels[:, 1:]
     if not supports_chunked_head(model):
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-        if vocab_size is not None:
-            logits = logits[..., :vocab_size]
-        return logp_entropy(logits, shift_labels, backend=backend)
+        return _stats(logits, shift_labels, vocab_size, backend)
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
     head = model.get_output_embeddings()
     b, t = shift_labels.shape
@@ -59,9 +60,58 @@ def reference_token_stats(
     ent = torch.zeros(b * t, dtype=torch.float32, device=hidden.device)
     for start in range(0, keep.numel(), chunk_rows):
         idx = keep[start : start + chunk_rows]
-        logits = head(flat_h[idx])
-        if vocab_size is not None:
-            logits = logits[:, :vocab_size]
-        lp, en = logp_entropy(logits, flat_y[idx], backend=backend)
+        lp, en = _stats(head(flat_h[idx]), flat_y[idx], vocab_size, backend)
         logp[idx], ent[idx] = lp, en
     return logp.view(b, t), ent.view(b, t)
+
+
+def _stats(logits, labels, vocab_size, backend):
+    """(label log-prob over the full vocabulary, entropy over the first ``vocab_size`` logits or all of them)."""
+    if vocab_size is None or int(vocab_size) == logits.shape[-1]:
+        return logp_entropy(logits, labels, backend=backend)
+    if not 2 <= int(vocab_size) <= logits.shape[-1]:
+        raise ValueError(f"vocab_size must be in [2, {logits.shape[-1]}] (the model's logits), got {vocab_size}")
+    logp, _ = logp_entropy(logits, labels, backend=backend)
+    valid = labels != -100
+    ent_labels = torch.where(valid, torch.zeros_like(labels), labels)
+    _, ent = logp_entropy(logits[..., : int(vocab_size)], ent_labels, backend=backend)
+    return logp, ent
+
+
+@torch.no_grad()
+def reference_sequence_stats(
+    model,
+    batch: dict,
+    length_normalization: bool = False,
+    entropy_mode: str = "mean",
+    vocab_size: int | None = None,
+    chunk_rows: int = 4096,
+    backend: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference per-sequence log-probs (summed, or averaged with ``length_normalization``) and normalised
+    entropies H̄ (divided by ln V), each [2B], for a collated batch (``collate_preference``).
+
+    V is ``vocab_size`` when given, else the width of the model's logits (the LM head's output size, as the official
+    ``logits.shape[-1]``).
+    """
+    labels = completion_labels(batch["input_ids"], batch["completion_mask"])
+    tok_logp, tok_ent = reference_token_stats(
+        model,
+        batch["input_ids"],
+        batch["attention_mask"],
+        labels,
+        chunk_rows=chunk_rows,
+        vocab_size=vocab_size,
+        backend=backend,
+    )
+    mask = labels[:, 1:] != -100
+    logps = (tok_logp * mask).sum(-1)
+    if length_normalization:
+        logps = logps / mask.sum(-1).clamp(min=1)
+    if vocab_size is not None:
+        vocab = int(vocab_size)
+    elif supports_chunked_head(model):
+        vocab = model.get_output_embeddings().out_features
+    else:
+        vocab = int(model.config.vocab_size)
+    return logps, normalised_sequence_entropy(tok_ent, mask, vocab, entropy_mode)

@@ -19,10 +19,10 @@ from iclr25.shared import atomic_write, progress
 
 from .config import MallowsPOConfig
 from .data.preference import REF_KEYS, collate_preference
-from .dispersion import neg_log_dispersion, normalised_sequence_entropy
+from .dispersion import neg_log_dispersion
 from .logps import completion_labels, sequence_logps
 from .losses import mallows_ipo_loss, mallows_phi_loss, mallows_theta_loss
-from .reference_pass import reference_token_stats, supports_chunked_head
+from .reference_pass import reference_sequence_stats
 
 __all__ = ["MallowsPOTrainer"]
 
@@ -99,33 +99,21 @@ class MallowsPOTrainer:
         whose logits are a plain linear head; others use the ordinary forward (see ``reference_pass``).
         """
         cfg = self.config
-        labels = completion_labels(batch["input_ids"], batch["completion_mask"])
-        tok_logp, tok_ent = reference_token_stats(
-            self.ref_model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            labels,
-            chunk_rows=cfg.ref_chunk_rows,
-            vocab_size=cfg.vocab_size,
-            backend=cfg.backend,
-        )
-        mask = labels[:, 1:] != -100
-        logps = (tok_logp * mask).sum(-1)
-        if cfg.length_normalization:
-            logps = logps / mask.sum(-1).clamp(min=1)
-        if cfg.vocab_size is not None:
-            vocab = cfg.vocab_size
-        elif supports_chunked_head(self.ref_model):
-            vocab = self.ref_model.get_output_embeddings().out_features
-        else:
-            vocab = self.ref_model.config.vocab_size
         if cfg.entropy_mode == "sum":
             warnings.warn(
                 "entropy_mode='sum' is the paper's literal form; the scale can turn negative for long responses",
                 UserWarning,
                 stacklevel=3,
             )
-        return logps, normalised_sequence_entropy(tok_ent, mask, vocab, cfg.entropy_mode)
+        return reference_sequence_stats(
+            self.ref_model,
+            batch,
+            length_normalization=cfg.length_normalization,
+            entropy_mode=cfg.entropy_mode,
+            vocab_size=cfg.vocab_size,
+            chunk_rows=cfg.ref_chunk_rows,
+            backend=cfg.backend,
+        )
 
     def scale_for(self, ref: dict) -> torch.Tensor | float:
         """The dispersion scale c(x) = -log phi(x) for the batch (1.0 for plain DPO)."""

@@ -7,6 +7,7 @@ the tokenised prompt and prompt+completion); collation stacks [chosen; rejected]
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -25,8 +26,14 @@ def load_preference_jsonl(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"preference file not found: {path}")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"{path}:{lineno}: not valid UTF-8 (byte {e.start}: {e.reason}); JSONL must be UTF-8 text"
+                ) from e
             if not line.strip():
                 continue
             try:
@@ -79,11 +86,21 @@ def tokenize_preference(
 
     An EOS token is appended to both completions (as TRL does). Prompts longer than ``max_prompt_length`` keep their
     end; then each prompt+completion is cut to ``max_length`` keeping its start. Rows left without any completion
-    token are dropped.
+    token (``max_length`` not longer than the prompt, or an empty completion without EOS) are dropped with a
+    ``UserWarning`` giving their count and indices; if no row is left, ``ValueError``.
     """
+    if max_length is not None and (isinstance(max_length, bool) or int(max_length) < 1):
+        raise ValueError(f"max_length must be a positive integer or None, got {max_length!r}")
+    if max_prompt_length is not None and (isinstance(max_prompt_length, bool) or int(max_prompt_length) < 0):
+        raise ValueError(f"max_prompt_length must be a non-negative integer or None, got {max_prompt_length!r}")
     eos = tokenizer.eos_token_id if add_eos else None
+    if add_eos and eos is None:
+        raise ValueError("add_eos=True but the tokenizer has no eos_token_id")
     out = []
-    for row in rows:
+    dropped: list[int] = []
+    n_rows = 0
+    for i, row in enumerate(rows):
+        n_rows += 1
         p = tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
         pc = tokenizer(row["prompt"] + row["chosen"], add_special_tokens=False)["input_ids"]
         pr = tokenizer(row["prompt"] + row["rejected"], add_special_tokens=False)["input_ids"]
@@ -97,9 +114,19 @@ def tokenize_preference(
             room = max_length - len(prompt)
             chosen, rejected = chosen[: max(room, 0)], rejected[: max(room, 0)]
         if not chosen or not rejected:
+            dropped.append(i)
             continue
         extra = {k: v for k, v in row.items() if k not in FIELDS}
         out.append({**extra, "prompt_ids": prompt, "chosen_ids": chosen, "rejected_ids": rejected})
+    if dropped:
+        msg = (
+            f"tokenize_preference dropped {len(dropped)} of {n_rows} rows (indices {dropped[:10]}"
+            f"{' ...' if len(dropped) > 10 else ''}) with no completion token left: max_length={max_length} is "
+            "not longer than their prompt, or a completion is empty"
+        )
+        if not out:
+            raise ValueError(msg + "; no row is left")
+        warnings.warn(msg, UserWarning, stacklevel=2)
     return out
 
 
@@ -115,7 +142,9 @@ def collate_preference(examples: Sequence[dict], pad_token_id: int) -> dict[str,
         raise ValueError("cannot collate an empty batch")
     seqs, masks = [], []
     for side in ("chosen_ids", "rejected_ids"):
-        for ex in examples:
+        for i, ex in enumerate(examples):
+            if len(ex[side]) == 0:
+                raise ValueError(f"example {i} has an empty {side}: every completion needs at least one token")
             seqs.append(list(ex["prompt_ids"]) + list(ex[side]))
             masks.append([0] * len(ex["prompt_ids"]) + [1] * len(ex[side]))
     t = max(len(s) for s in seqs)

@@ -5,7 +5,8 @@
 * ``fused_selective_logp_reference`` <-> ``kernels/fused_selective_logp.py``: log softmax(logits)[label], differentiable.
 
 Rows whose label equals ``ignore_index`` give 0 for every output. Logits may contain -inf (masked vocabulary
-entries); those entries have probability 0 and contribute 0 to the entropy.
+entries); those entries have probability 0 and contribute 0 to the entropy. NaN logits give NaN outputs on their
+row (as in the Triton kernel), so callers can detect them; they are never silently dropped.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def fused_logp_entropy_reference(
     """
     logp = torch.log_softmax(logits.float(), dim=-1)
     p = logp.exp()
-    plogp = torch.where(p > 0, p * logp, torch.zeros_like(p))
+    plogp = torch.where(p == 0, torch.zeros_like(p), p * logp)  # 0 log 0 = 0; NaN stays NaN
     entropy = -plogp.sum(-1)
     valid = labels != ignore_index
     entropy = torch.where(valid, entropy, torch.zeros_like(entropy))
