@@ -1,7 +1,7 @@
 """The single driver for CI and for the README's two commands.
 
     nox -s demo                 # the main job: every method on its built-in data, paper-style tables
-    nox -s lint repo tests      # the test suite (what .ci/run runs)
+    nox -s lint repo readiness tests   # the test suite (what .ci/run runs)
     nox -t teal                 # everything tagged for one package
     nox -s "tests(teal)" -- -k gemv
 
@@ -18,9 +18,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,7 +34,7 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_venv = "yes"
 nox.options.download_python = "never"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "repo", "tests"]
+nox.options.sessions = ["lint", "repo", "readiness", "tests"]
 
 ROOT = Path(__file__).resolve().parent
 CONSTRAINTS = ROOT / "constraints" / "cpu.txt"
@@ -166,7 +168,33 @@ def lint(session: nox.Session) -> None:
 def repo(session: nox.Session) -> None:
     """The repo contract tests (seconds, no torch)."""
     session.install("pytest>=8", "pyyaml>=6")
-    session.run("python", "-m", "pytest", "tests", "-p", "no:cacheprovider", *session.posargs)
+    session.run(
+        "python", "-m", "pytest", "tests", "--ignore=tests/readiness", "-p", "no:cacheprovider", *session.posargs
+    )
+
+
+@nox.session
+def readiness(session: nox.Session) -> None:
+    """GPU-day readiness on CPU: every package installed together, then scripts/gpu_check.sh --dry-run with the
+    modules the GPU image lacks blocked must import every package, its kernels and benchmarks and collect its
+    gpu/triton tests (tests/readiness)."""
+    args = ["-c", str(CONSTRAINTS)]
+    for pkg in PACKAGES:
+        args += ["-e", f"packages/{pkg}[test]" if pkg != "shared" else "packages/shared[test]"]
+    session.install(*args)
+    no_deps = sorted({d for p in PACKAGES for d in PACKAGES[p]["no_deps"]})
+    if no_deps:
+        session.install("--no-deps", *no_deps)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "tests/readiness",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"},
+    )
 
 
 @nox.session
@@ -199,11 +227,29 @@ def demo(session: nox.Session) -> None:
     if no_deps:
         session.install("--no-deps", *no_deps)
     only = session.posargs or pkgs
+    unknown = [p for p in only if p not in pkgs]
+    if unknown:
+        session.error(f"unknown packages {unknown}; packages with a demo: {', '.join(pkgs)}")
+    results = []  # every demo runs even when one fails; the session fails at the end if any did
     for pkg in only:
-        if pkg not in pkgs:
-            session.error(f"unknown package {pkg!r}; packages with a demo: {', '.join(pkgs)}")
         session.log(f"===== {pkg} demo =====")
-        session.run("python", "-m", f"iclr25.{pkg}", "demo")
+        t0 = time.perf_counter()
+        try:
+            session.run("python", "-m", f"iclr25.{pkg}", "demo")
+            ok = True
+        except CommandFailed:
+            ok = False
+        results.append((pkg, ok, time.perf_counter() - t0))
+    lines = ["===== demo summary =====", f"{'package':<12} {'result':<8} {'wall time':>10}"]
+    lines += [f"{pkg:<12} {'ok' if ok else 'FAILED':<8} {wall:>9.1f}s" for pkg, ok, wall in results]
+    lines.append(
+        f"{'total':<12} {sum(ok for _, ok, _ in results)}/{len(results)} ok {sum(w for *_, w in results):>7.1f}s"
+    )
+    for line in lines:
+        session.log(line)
+    failed = [pkg for pkg, ok, _ in results if not ok]
+    if failed:
+        session.error(f"demos failed: {', '.join(failed)}")
 
 
 @nox.session(default=False)

@@ -34,7 +34,7 @@ def test_readme_has_the_two_commands_and_ci_runs_the_test_one():
     cmds = _readme_commands()
     assert len(cmds) == 2, f"README must hold exactly two set-up commands, found {cmds}"
     demo, test = cmds
-    assert "nox -s demo" in demo and "nox -s lint repo tests" in test
+    assert "nox -s demo" in demo and "nox -s lint repo readiness tests" in test
     ci = (ROOT / ".ci/run").read_text()
     assert test.strip() in ci, ".ci/run must run exactly the README's test command"
 
@@ -50,5 +50,5 @@ def test_ci_workflow_is_valid():
 
 
 def test_gpu_script_exists_and_uses_pythonpath():
-    text = (ROOT / "scripts/gpu_check.sh").read_text()
+    text = (ROOT / "scripts/gpu_check.sh").read_text() + (ROOT / "scripts/gpu_check.py").read_text()
     assert "PYTHONPATH" in text and "gpu or triton" in text
