@@ -24,6 +24,15 @@ class RasterConfig:
     sigma_radius: float = 3.0  # graphdeco: radius = ceil(3 * sqrt(max eigenvalue))
     tile_size: int = 16  # graphdeco BLOCK_X = BLOCK_Y = 16
     bin_size: int = 4  # torch reference: 4-px candidate bins (design note, measured fastest on CPU)
+    # "square": pixels whose centre lies in [u +- r] x [v +- r] (exact for a 3-sigma cut, independent of the tile
+    # size); "tile": every pixel of each tile_size tile that square touches (graphdeco / gsplat, what their images show)
+    footprint: str = "square"
+
+    def __post_init__(self):
+        if self.footprint not in ("square", "tile"):
+            raise ValueError(f"RasterConfig.footprint must be 'square' or 'tile', got {self.footprint!r}")
+        if self.tile_size < 1 or self.bin_size < 1:
+            raise ValueError("RasterConfig: tile_size and bin_size must be >= 1")
 
 
 @dataclass
@@ -57,16 +66,38 @@ class Train3DGSConfig:
     max_gaussians: int = 2_000_000  # not in 3DGS: a safety cap for CPU runs (never reached at paper scale)
     seed: int = 0
 
+    reset_opacity: float = 0.01  # gaussian_model.reset_opacity: min(opacity, 0.01)
+
     def scaled(self, iterations: int) -> Train3DGSConfig:
-        """The same schedule compressed to ``iterations`` steps (every interval scaled by iterations / 30000)."""
-        return dataclasses.replace(self, **_scaled_schedule(self, iterations))
+        """The same schedule compressed to ``iterations`` steps (every interval scaled by iterations / 30000).
+
+        The opacity-reset interval is never shorter than ``reset_recovery_steps()``: at full length each reset is
+        followed by 3000 steps, far more than the Adam steps needed to bring a reset opacity back up; scaling it
+        below that recovery time would leave the baseline permanently faded (4 resets in 60 steps at 150 steps).
+        Resets that no longer fit before ``densify_until_iter`` are simply not reached."""
+        out = _scaled_schedule(self, iterations)
+        out["opacity_reset_interval"] = max(out["opacity_reset_interval"], reset_recovery_steps(self))
+        return dataclasses.replace(self, **out)
+
+
+def reset_recovery_steps(cfg: Train3DGSConfig) -> int:
+    """Adam steps needed to lift a reset opacity (0.01) back to 0.5: each Adam step moves the logit by at most about
+    ``opacity_lr``, so ceil((logit(0.5) - logit(0.01)) / opacity_lr) = 92 with the official lr 0.05."""
+    lift = -math.log(cfg.reset_opacity / (1.0 - cfg.reset_opacity))
+    return int(math.ceil(lift / cfg.opacity_lr))
 
 
 def _scaled_schedule(cfg, iterations: int) -> dict:
-    if iterations < 1:
-        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
     f = iterations / cfg.iterations
     out = {"iterations": iterations}
+    # mask / SH-mask logits move by about one learning rate per Adam step: scale their learning rates by
+    # 30000 / iterations so a compressed schedule can move them as far as the full one (from the initial logit 1 to
+    # the pruning threshold logit(0.01) = -4.6 takes >= 560 steps at the official 0.01)
+    for name in ("mask_lr", "sh_mask_lr"):
+        if hasattr(cfg, name):
+            out[name] = getattr(cfg, name) / f
     for name in (
         "position_lr_max_steps",
         "opacity_reset_interval",

@@ -75,14 +75,25 @@ def eval_sh(
         raise ValueError(f"sh_degree {degree} needs {(degree + 1) ** 2} coefficients, have {coeffs.shape[1]}")
     k = (degree + 1) ** 2
     dirs = dirs / dirs.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    basis = sh_basis(dirs, degree)  # [N, k]
-    if sh_degrees is not None:
-        sh_degrees = torch.as_tensor(sh_degrees, device=coeffs.device)
-        if sh_degrees.shape != (coeffs.shape[0],):
-            raise ValueError(f"sh_degrees must be [N]={coeffs.shape[0]}, got {tuple(sh_degrees.shape)}")
-        bands = torch.tensor([band_of_coefficient(i) for i in range(k)], device=coeffs.device)
-        basis = basis * (bands[None, :] <= sh_degrees[:, None]).to(basis.dtype)
-    return (basis[..., None] * coeffs[:, :k]).sum(dim=1)
+    if sh_degrees is None:
+        return (sh_basis(dirs, degree)[..., None] * coeffs[:, :k]).sum(dim=1)
+    sh_degrees = torch.as_tensor(sh_degrees, device=coeffs.device)
+    if sh_degrees.shape != (coeffs.shape[0],):
+        raise ValueError(f"sh_degrees must be [N]={coeffs.shape[0]}, got {tuple(sh_degrees.shape)}")
+    if sh_degrees.dtype.is_floating_point or sh_degrees.dtype == torch.bool:
+        raise TypeError(f"sh_degrees must be an integer tensor, got {sh_degrees.dtype}")
+    if sh_degrees.numel() and (int(sh_degrees.min()) < 0 or int(sh_degrees.max()) > max_deg):
+        raise ValueError(f"sh_degrees must lie in [0, {max_deg}], got [{int(sh_degrees.min())}, {int(sh_degrees.max())}]")
+    # adaptive bandwidth: each group of Gaussians evaluates (and reads) only its active bands
+    eff = sh_degrees.clamp(max=degree)
+    out = coeffs.new_zeros(coeffs.shape[0], 3)
+    for d in range(degree + 1):
+        idx = torch.nonzero(eff == d).squeeze(1)
+        if idx.numel():
+            kd = (d + 1) ** 2
+            part = (sh_basis(dirs[idx], d)[..., None] * coeffs[idx, :kd]).sum(dim=1)
+            out = out.index_copy(0, idx, part)
+    return out
 
 
 def sh_to_rgb(coeffs, dirs, degree=None, sh_degrees=None) -> torch.Tensor:

@@ -178,7 +178,7 @@ def train_3dgs(
                     densify_and_prune_3dgs(store, stats, cfg, extent, it > cfg.opacity_reset_interval, gen)
                     stats.reset(len(store), device)
                 if it % cfg.opacity_reset_interval == 0:
-                    op = torch.minimum(torch.sigmoid(store["opacity"]), torch.full_like(store["opacity"], 0.01))
+                    op = torch.minimum(torch.sigmoid(store["opacity"]), torch.full_like(store["opacity"], cfg.reset_opacity))
                     store.replace("opacity", torch.logit(op))
             store.opt.step()
             store.opt.zero_grad(set_to_none=True)

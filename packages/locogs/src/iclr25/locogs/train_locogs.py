@@ -30,6 +30,7 @@ class LocoGSResult:
     history: list[dict] = field(default_factory=list)
     iterations: int = 0
     seconds: float = 0.0
+    mask_pruned: int = 0  # Gaussians removed because their mask fell to the threshold (LocoGS's masking at work)
 
 
 def mask_losses(aux: dict, cfg: LocoGSConfig, it: int, active_degree: int) -> torch.Tensor:
@@ -84,7 +85,9 @@ def densify_and_prune_locogs(model: LocoGS, stats: DensifyStats, cfg: LocoGSConf
     if prune_big:
         prune |= stats.max_radii > cfg.max_screen_size
         prune |= aux["scales"].max(dim=1).values > cfg.big_scale_fraction * extent
+    masked = aux["mask"] <= cfg.mask_threshold
     _prune(model, stats, prune)
+    return int((masked & prune).sum())
 
 
 def _prune(model, stats, prune):
@@ -92,6 +95,7 @@ def _prune(model, stats, prune):
         prune[0] = False
     model.store.keep(~prune)
     stats.keep(~prune)
+    return int(prune.sum())
 
 
 def train_locogs(
@@ -117,11 +121,11 @@ def train_locogs(
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     train = scene.train()
     sampler = CameraSampler(len(train), cfg.seed)
-    start, history = 0, []
+    start, history, mask_pruned = 0, [], 0
     if resume and checkpoint_path is not None and os.path.exists(checkpoint_path):
         ck = load_checkpoint(checkpoint_path, "locogs")
         model = LocoGS.from_state(ck["model"], cfg, backend).to(device)
-        start, history = ck["iteration"], ck["history"]
+        start, history, mask_pruned = ck["iteration"], ck["history"], ck.get("mask_pruned", 0)
         sampler.load_state_dict(ck["sampler"])
         gen.set_state(ck["generator"])
     else:
@@ -162,16 +166,16 @@ def train_locogs(
             model.store.opt.zero_grad(set_to_none=True)
             field_opt.zero_grad(set_to_none=True)
             if it < cfg.densify_until_iter and it > cfg.densify_from_iter and it % cfg.densification_interval == 0:
-                densify_and_prune_locogs(model, stats, cfg, it > cfg.big_prune_from_iter, gen)
+                mask_pruned += densify_and_prune_locogs(model, stats, cfg, it > cfg.big_prune_from_iter, gen)
                 stats.reset(len(model), device)
             elif it >= cfg.densify_until_iter and it % cfg.mask_prune_interval == 0:
-                _prune(model, stats, torch.sigmoid(model.store["mask"]) <= cfg.mask_threshold)
+                mask_pruned += _prune(model, stats, torch.sigmoid(model.store["mask"]) <= cfg.mask_threshold)
         if it % 10 == 0 or it == cfg.iterations:
             history.append({"iteration": it, "loss": loss.item(), "n_gaussians": len(model)})
         if checkpoint_path is not None and ((checkpoint_every and it % checkpoint_every == 0) or it == last):
             save_checkpoint(checkpoint_path, {"kind": "locogs", "model": model.state(), "iteration": it,
-                                              "history": history, "sampler": sampler.state_dict(),
+                                              "history": history, "mask_pruned": mask_pruned, "sampler": sampler.state_dict(),
                                               "generator": gen.get_state(),
                                               "field_opt": field_opt.state_dict(),
                                               "stats": (stats.grad_accum, stats.denom, stats.max_radii)})  # fmt: skip
-    return LocoGSResult(model, history, cfg.iterations, time.perf_counter() - t0)
+    return LocoGSResult(model, history, cfg.iterations, time.perf_counter() - t0, mask_pruned)

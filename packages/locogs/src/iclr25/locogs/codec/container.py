@@ -47,13 +47,42 @@ class SizeReport:
         return per / max(self.n_gaussians, 1)
 
 
+FP16_MAX = 65504.0
+FP16_COARSE = 1e-3  # warn when one fp16 step exceeds this fraction of the scene's extent
+
+
+def check_fp16_positions(xyz: np.ndarray) -> None:
+    """Positions are stored as fp16 (LocoGS ``half_ste``): raise when one is not finite or beyond the fp16 range
+    (it would decode as inf), and warn when the fp16 step at the largest coordinate is coarse relative to the
+    extent of the point cloud (an off-centre scene: translate it towards the origin first)."""
+    if not np.isfinite(xyz).all():
+        raise ValueError(f"compress: {int((~np.isfinite(xyz)).any(1).sum())} positions are NaN or infinite")
+    amax = float(np.abs(xyz).max())
+    if amax > FP16_MAX:
+        raise ValueError(f"compress: positions reach |x| = {amax:.6g}, beyond the fp16 range ({FP16_MAX:g}) LocoGS "
+                         "stores them in; rescale or recentre the scene")  # fmt: skip
+    extent = float((xyz.max(0) - xyz.min(0)).max())
+    step = float(np.spacing(np.float16(amax))) if amax > 0 else 0.0
+    if extent > 0 and step > FP16_COARSE * extent:
+        import warnings
+
+        warnings.warn(f"compress: the fp16 step at |x| = {amax:.6g} is {step:.3g}, {step / extent:.2%} of the scene "
+                      f"extent {extent:.6g}: positions lose precision (recentre the scene at the origin)",
+                      UserWarning, stacklevel=3)  # fmt: skip
+
+
 def encode_model(model, codec: CodecConfig | None = None) -> tuple[dict[str, bytes], dict]:
     """Sections (bytes) and header metadata of a trained LocoGS model (masked Gaussians removed, Morton sorted)."""
     codec = codec or CodecConfig()
     st, cfg = model.store, model.cfg
     with torch.no_grad():
         keep = (torch.sigmoid(st["mask"]) > cfg.mask_threshold).cpu().numpy()
-        xyz16 = st["means"].detach().cpu().numpy()[keep].astype(np.float16)
+        if not keep.any():
+            raise ValueError(f"compress: every one of the {len(keep)} Gaussians is masked out (sigmoid(mask) <= "
+                             f"{cfg.mask_threshold}): there is nothing to store")  # fmt: skip
+        xyz = st["means"].detach().cpu().double().numpy()[keep]
+        check_fp16_positions(xyz)
+        xyz16 = xyz.astype(np.float16)
         order = morton_order(xyz16.astype(np.float32), codec.morton_bits)
         xyz16 = xyz16[order]
         dc = st["f_dc"].detach().cpu().numpy()[keep][order]

@@ -55,23 +55,7 @@ def rasterize_reference(
     device, dtype = means2d.device, means2d.dtype
     n_ch = colors.shape[1]
     n_pix = width * height
-    bins = bin_gaussians(means2d, radii, depths, width, height, cfg.bin_size)
-    bs = cfg.bin_size
-    with torch.no_grad():
-        # expand each (bin, Gaussian) pair to the bs x bs pixels of the bin
-        loc = torch.arange(bs * bs, device=device)
-        bx = (bins.tile_ids % bins.n_tiles_x)[:, None] * bs + loc % bs
-        by = (bins.tile_ids // bins.n_tiles_x)[:, None] * bs + loc // bs
-        gid = bins.gauss_ids[:, None].expand_as(bx)
-        ok = (bx < width) & (by < height)
-        gid, px, py = gid[ok], bx[ok], by[ok]
-        alpha0, sigma0, dx0, dy0 = _alpha(means2d, conics, opacities, gid, px, py, cfg)
-        r = radii[gid].to(dtype)
-        keep = (sigma0 >= 0) & (alpha0 >= cfg.alpha_min) & (dx0.abs() <= r) & (dy0.abs() <= r)
-        gid, px, py = gid[keep], px[keep], py[keep]
-        pix = py * width + px
-        order = torch.argsort(pix, stable=True)  # pairs were in (bin, depth) order: now (pixel, depth)
-        gid, px, py, pix = gid[order], px[order], py[order], pix[order]
+    gid, px, py, pix = _sorted_pairs(means2d, conics, opacities, depths, radii, width, height, cfg)
     alpha, _, _, _ = _alpha(means2d, conics, opacities, gid, px, py, cfg)
     log1m = torch.log1p(-alpha.double())
     with torch.no_grad():
@@ -90,6 +74,60 @@ def rasterize_reference(
     if background is not None:
         image = image + t_final[:, None] * background.to(dtype)[None, :]
     return image.reshape(height, width, n_ch), (1.0 - t_final).reshape(height, width)
+
+
+def _sorted_pairs(means2d, conics, opacities, depths, radii, width, height, cfg):
+    """Candidate (Gaussian, pixel) pairs with alpha >= 1/255 inside the footprint, in (pixel, depth) order."""
+    bs = cfg.bin_size if cfg.footprint == "square" else cfg.tile_size  # whole tiles: bin by the tiles themselves
+    bins = bin_gaussians(means2d, radii, depths, width, height, bs)
+    with torch.no_grad():
+        # expand each (bin, Gaussian) pair to the bs x bs pixels of the bin
+        loc = torch.arange(bs * bs, device=means2d.device)
+        bx = (bins.tile_ids % bins.n_tiles_x)[:, None] * bs + loc % bs
+        by = (bins.tile_ids // bins.n_tiles_x)[:, None] * bs + loc // bs
+        gid = bins.gauss_ids[:, None].expand_as(bx)
+        ok = (bx < width) & (by < height)
+        gid, px, py = gid[ok], bx[ok], by[ok]
+        alpha0, sigma0, dx0, dy0 = _alpha(means2d, conics, opacities, gid, px, py, cfg)
+        keep = (sigma0 >= 0) & (alpha0 >= cfg.alpha_min) & _in_footprint(means2d, radii, gid, px, py, dx0, dy0, cfg)
+        gid, px, py = gid[keep], px[keep], py[keep]
+        pix = py * width + px
+        order = torch.argsort(pix, stable=True)  # pairs were in (bin, depth) order: now (pixel, depth)
+        return gid[order], px[order], py[order], pix[order]
+
+
+def _in_footprint(means2d, radii, gid, px, py, dx, dy, cfg):
+    """Square footprint |dx|, |dy| <= radius (default) or, with ``cfg.footprint == "tile"``, every pixel of the
+    ``cfg.tile_size`` tiles that the square touches (graphdeco / gsplat)."""
+    r = radii[gid].to(means2d.dtype)
+    if cfg.footprint == "square":
+        return (dx.abs() <= r) & (dy.abs() <= r)
+    ts = cfg.tile_size
+    u, v = means2d[gid, 0], means2d[gid, 1]
+    # graphdeco getRect: tiles [floor((u - r) / ts), ceil((u + r) / ts)) (clamped to the grid, implicitly here)
+    tx0, tx1 = torch.floor((u - r) / ts), torch.ceil((u + r) / ts)
+    ty0, ty1 = torch.floor((v - r) / ts), torch.ceil((v + r) / ts)
+    tx, ty = torch.div(px, ts, rounding_mode="floor"), torch.div(py, ts, rounding_mode="floor")
+    return (tx >= tx0) & (tx < tx1) & (ty >= ty0) & (ty < ty1)
+
+
+@torch.no_grad()
+def contributing_pairs(means2d, conics, opacities, depths, radii, width, height, cfg: RasterConfig = DEFAULT_RASTER):
+    """Number of (pixel, Gaussian) pairs that the compositor blends (alpha >= 1/255, before early termination): the
+    work a render does, independent of timing noise."""
+    gid, px, py, pix = _sorted_pairs(means2d, conics, opacities, depths, radii, width, height, cfg)
+    if pix.numel() == 0:
+        return 0
+    alpha, _, _, _ = _alpha(means2d, conics, opacities, gid, px, py, cfg)
+    log1m = torch.log1p(-alpha.double())
+    first = torch.ones_like(pix, dtype=torch.bool)
+    first[1:] = pix[1:] != pix[:-1]
+    seg_start = torch.cummax(torch.where(first, torch.arange(pix.numel(), device=pix.device), 0), 0).values
+    incl = torch.cumsum(log1m, 0)
+    excl = incl - log1m
+    log_t = excl - excl[seg_start]
+    alive = (log_t + log1m) >= torch.log(torch.tensor(cfg.t_min, dtype=torch.float64))
+    return int(alive.sum())
 
 
 def _alpha(means2d, conics, opacities, gid, px, py, cfg):
