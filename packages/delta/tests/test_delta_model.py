@@ -103,11 +103,11 @@ def test_window_attention_equals_block_diagonal_full_attention(hw):
     full = torch.empty_like(x)
     xi = block.norm1(x)
     for i in range(x.shape[1]):
-        q = block.attn.q(xi[:, i : i + 1]).reshape(3, 1, 2, -1).transpose(1, 2)
-        k, v = block.attn.kv(xi).reshape(3, -1, 2, 2, 8).permute(2, 0, 3, 1, 4)
+        q = block.attn.to_q(xi[:, i : i + 1]).reshape(3, 1, 2, -1).transpose(1, 2)
+        k, v = block.attn.to_kv(xi).reshape(3, -1, 2, 2, 8).permute(2, 0, 3, 1, 4)
         att = (q @ k.transpose(-1, -2)) / 8**0.5
         att = att.masked_fill(~mask[:, i][:, None, None, :], float("-inf")).softmax(-1)
-        y = x[:, i : i + 1] + block.attn.proj((att @ v).transpose(1, 2).reshape(3, 1, 16))
+        y = x[:, i : i + 1] + block.attn.to_out((att @ v).transpose(1, 2).reshape(3, 1, 16))
         full[:, i : i + 1] = y + block.mlp(block.norm2(y))
     assert torch.allclose(out, full, atol=1e-10)
 
@@ -153,4 +153,76 @@ def test_model_backward_and_zero_init_head_is_zero_motion():
     loss.backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(torch.isfinite(g).all() for g in grads)
-    assert model.updater.flow_head.weight.grad.abs().sum() > 0
+    assert model.updateformer.flow_head.weight.grad.abs().sum() > 0
+
+
+def _official_window_schedule(t: int, s: int, q_t: int, q_x: float, step_px: float, iters: int) -> list[float]:
+    """Transcription of the official sliding-window procedure for one track under an update that adds ``step_px``
+    to x at every iteration: window k starts at k*step; a track queried before the end of the previous window's
+    overlap continues from the previous window's last ``overlap`` predictions (then repeats the last one); any other
+    track starts at its query. The final value of a frame is the last window's prediction for it."""
+    step = s // 2
+    overlap = s - step
+    nw = 1 if t <= s else -(-(t - s) // step) + 1
+    final = [None] * (s + step * (nw - 1))
+    prev = None
+    for k in range(nw):
+        s0 = k * step
+        if k > 0 and q_t < s0 + overlap:
+            init = [prev[step + min(j, overlap - 1)] for j in range(s)]
+        else:
+            init = [q_x] * s
+        out = [x + iters * step_px for x in init]
+        final[s0 : s0 + s] = out
+        prev = out
+    return final[:t]
+
+
+def test_late_query_starts_at_its_query_not_from_drifted_windows():
+    """A constant update (+1 cell in x per iteration): a track queried at frame 9 must not inherit the drift that the
+    windows before its query frame accumulate (the old behaviour propagated every track from window 0)."""
+    torch.manual_seed(0)
+    cfg = micro_config()  # window 4, step 2
+    model = DeltaModel(cfg).eval()
+    c = cfg.latent_dim
+
+    def constant_update(tokens, n_sparse, dense_hw, efficient, n_anchor=None, attn_mask=None):
+        out = tokens.new_zeros(*tokens.shape[:3], 3 + c)
+        out[..., 0] = 1.0  # +1 H/4 cell = +4 px per iteration
+        return out
+
+    model.updateformer.forward = constant_update
+    t, iters = 12, 2
+    video, depth = random_video(t=t)
+    queries = torch.tensor([[[0.0, 8.0, 8.0], [9.0, 12.0, 16.0], [5.0, 20.0, 4.0]]])
+    with torch.no_grad():
+        out = model(video, depth, sparse_queries=queries, iters=iters, dense=False, with_anchors=False)
+    for i, (qt, qx, qy) in enumerate(queries[0].tolist()):
+        expected = torch.tensor(_official_window_schedule(t, cfg.window_len, int(qt), qx, 4.0, iters))
+        assert torch.allclose(out.coords[0, :, i, 0], expected), (i, out.coords[0, :, i, 0], expected)
+        assert torch.allclose(out.coords[0, :, i, 1], torch.full((t,), qy))
+    # the late track gains two windows' worth of drift at the end, not the five windows of the whole clip
+    assert out.coords[0, -1, 1, 0].item() == pytest.approx(12.0 + 2 * iters * 4.0)
+
+
+def test_not_yet_queried_tracks_are_masked_from_earlier_windows():
+    """Training-mode (global) attention: moving a track queried at frame 9 must not change another track's frames
+    0..5 (decided by windows 0..2, where the late track is masked as the official code masks it)."""
+    torch.manual_seed(0)
+    model = DeltaModel(micro_config()).train()
+    video, depth = random_video(t=12)
+    q1 = torch.tensor([[[0.0, 8.0, 8.0], [9.0, 12.0, 16.0]]])
+    q2 = q1.clone()
+    q2[0, 1, 1:] = torch.tensor([24.0, 6.0])
+
+    def run(q):
+        with torch.no_grad():
+            return model(video, depth, sparse_queries=q, dense=False, with_anchors=False, efficient=False).coords
+
+    a, b = run(q1), run(q2)
+    assert torch.allclose(a[0, :6, 0], b[0, :6, 0], atol=1e-6)
+    # mutant: without the mask the late track is a key of the virtual tokens and leaks into the other track
+    fwd = model.updateformer.forward
+    model.updateformer.forward = lambda *args, attn_mask=None, **kw: fwd(*args, attn_mask=None, **kw)
+    a, b = run(q1), run(q2)
+    assert not torch.allclose(a[0, :6, 0], b[0, :6, 0], atol=1e-6)

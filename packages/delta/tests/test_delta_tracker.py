@@ -1,11 +1,14 @@
 """Public tracker API: shapes, input validation, backward tracking, checkpoints (ours and the official layout)."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from iclr25.delta import DeltaConfig, DeltaModel, DeltaTracker, render_synthetic_clip
-from iclr25.delta.checkpoint import OFFICIAL_PREFIXES, load_checkpoint, save_checkpoint
+from iclr25.delta.checkpoint import load_checkpoint, save_checkpoint
 
 torch.set_num_threads(1)
 
@@ -96,27 +99,41 @@ def test_checkpoint_roundtrip_and_official_layout(tmp_path, clip):
     ref = DeltaTracker(model=model)
     assert torch.equal(tr.track(clip.video, clip.depth).uv, ref.track(clip.video, clip.depth).uv)
     assert torch.equal(DeltaTracker(str(path)).track(clip.video, clip.depth).uv, ref.track(clip.video, clip.depth).uv)
-    # an official-layout state dict: {"model": ...}, "module." prefixes, official top-level names, extra buffers
-    inverse = {v: k for k, v in OFFICIAL_PREFIXES.items()}
-    sd = {}
-    for k, v in model.state_dict().items():
-        for new in sorted(inverse, key=len, reverse=True):
-            if k.startswith(new):
-                k = inverse[new] + k[len(new) :]
-                break
-        sd["module." + k] = v
-    sd["module.time_emb"] = torch.zeros(3)
-    off = tmp_path / "official.pth"
-    torch.save({"model": sd}, off)
-    loaded = load_checkpoint(off, config=DeltaConfig.micro())
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, loaded.state_dict()[k])
-    del sd["module.fnet.stem.0.weight"]
-    torch.save(sd, off)
-    with pytest.raises(ValueError, match="missing"):
-        load_checkpoint(off, config=DeltaConfig.micro())
     with pytest.raises(ValueError, match="not found"):
         load_checkpoint(tmp_path / "nope.pt")
+
+
+OFFICIAL_MANIFEST = Path(__file__).parents[1] / "src/iclr25/delta/weights/official_state_dict_manifest.json"
+
+
+def _official_state_dict() -> dict:
+    """A state dict with exactly the shipped official key/shape manifest; entry i is filled with the value i."""
+    keys = json.loads(OFFICIAL_MANIFEST.read_text())["keys"]
+    return {k: torch.full(tuple(shape), float(i)) for i, (k, shape) in enumerate(keys)}
+
+
+def test_official_manifest_loads_strictly_without_renaming(tmp_path):
+    sd = _official_state_dict()
+    assert len(sd) == 482 and "updateformer.virual_tracks" in sd and "cmdtop.2.conv.2.1.bias" in sd
+    # wrapped and "module."-prefixed as a DDP training checkpoint would be
+    path = tmp_path / "densetrack3d.pth"
+    torch.save({"model": {"module." + k: v for k, v in sd.items()}}, path)
+    model = load_checkpoint(path)  # official config by default
+    own = model.state_dict()
+    assert list(own) == list(sd)  # same keys, same order: nothing renamed, nothing missing or extra
+    for i, (k, v) in enumerate(own.items()):  # every tensor landed under its own name
+        assert v.shape == sd[k].shape and bool((v == float(i)).all()), k
+
+
+def test_official_manifest_one_wrong_shape_is_named():
+    sd = _official_state_dict()
+    sd["upsample_transformer.attnup_feat_cnn.res_blocks.0.norm1.weight"] = torch.zeros(64)
+    with pytest.raises(ValueError, match=r"upsample_transformer\.attnup_feat_cnn\.res_blocks\.0\.norm1\.weight"):
+        load_checkpoint(sd)
+    sd = _official_state_dict()
+    del sd["cmdtop.1.conv.0.0.weight"]
+    with pytest.raises(ValueError, match=r"1 missing \['cmdtop\.1\.conv\.0\.0\.weight'\]"):
+        load_checkpoint(sd)
 
 
 def test_config_presets_and_validation():

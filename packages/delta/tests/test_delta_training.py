@@ -12,7 +12,7 @@ from iclr25.delta.baselines import flow_chaining, sparse_per_pixel, zero_motion
 from iclr25.delta.checkpoint import save_checkpoint
 from iclr25.delta.evaluate import evaluate_dataset, evaluate_dense_prediction
 from iclr25.delta.losses import balanced_bce, confidence_loss, coords_loss, depth_loss, iteration_weights
-from iclr25.delta.train import TrainConfig, train
+from iclr25.delta.train import TrainConfig, gaussian_blur, make_sample, photometric_augment, train
 
 torch.set_num_threads(1)
 
@@ -33,15 +33,63 @@ def test_coords_and_depth_losses_by_hand():
 def test_visibility_and_confidence_losses_by_hand():
     logits = torch.tensor([0.0, 0.0, 0.0, 0.0])
     target = torch.tensor([1.0, 0.0, 0.0, 0.0])
-    assert balanced_bce(logits, target).item() == pytest.approx(math.log(2))
-    logits = torch.tensor([100.0, 0.0, 0.0, 0.0])  # the one positive is perfect: only the negatives count (halved)
-    assert balanced_bce(logits, target).item() == pytest.approx(0.5 * math.log(2), rel=1e-5)
-    pred = torch.tensor([[0.0, 0.0], [20.0, 0.0]])
-    gt = torch.zeros(2, 2)
-    conf = torch.tensor([100.0, -100.0])  # confident where error 0 < 12, not where error 20 -> ~0 loss
-    assert confidence_loss(conf, pred, gt, torch.tensor([True, True])).item() < 1e-6
-    conf_bad = torch.tensor([-100.0, 100.0])
-    assert confidence_loss(conf_bad, pred, gt, torch.tensor([True, False])).item() == pytest.approx(100.0)
+    # official balanced BCE: mean over positives + mean over negatives, summed (not halved)
+    assert balanced_bce(logits, target).item() == pytest.approx(2 * math.log(2))
+    logits = torch.tensor([100.0, 0.0, 0.0, 0.0])  # the one positive is perfect: only the negatives count
+    assert balanced_bce(logits, target).item() == pytest.approx(math.log(2), rel=1e-5)
+    valid = torch.tensor([1.0, 1.0, 0.0, 0.0])  # the valid mask restricts both classes
+    logits = torch.tensor([0.0, 2.0, -50.0, -50.0])
+    expected = math.log(2) + math.log1p(math.exp(2.0))
+    assert balanced_bce(logits, target, valid).item() == pytest.approx(expected, rel=1e-6)
+    # confidence: target [squared error normalised by (W-1, H-1) <= (12 / (W-1))^2]; image 11 x 25 -> 12 px in x is
+    # exactly the threshold (included); 6 px in y is 6/10 > 12/24 normalised, so outside
+    pred = torch.tensor([[12.0, 0.0], [0.0, 6.0], [0.0, 0.0]])
+    gt = torch.zeros(3, 2)
+    hw = (11, 25)
+    conf = torch.tensor([100.0, -100.0, 100.0])
+    vis = torch.tensor([True, True, True])
+    assert confidence_loss(conf, pred, gt, vis, hw).item() < 1e-6
+    conf_bad = torch.tensor([-100.0, 100.0, 100.0])  # wrong on points 0 and 1 (BCE 100 each)
+    assert confidence_loss(conf_bad, pred, gt, vis, hw).item() == pytest.approx(200.0 / 3)
+    # invisible points contribute 0 but stay in the denominator (official: mean over the valid set)
+    vis = torch.tensor([True, False, True])
+    assert confidence_loss(conf_bad, pred, gt, vis, hw).item() == pytest.approx(100.0 / 3)
+    valid = torch.tensor([1.0, 1.0, 0.0])
+    assert confidence_loss(conf_bad, pred, gt, vis, hw, valid).item() == pytest.approx(100.0 / 2)
+
+
+def test_training_samples_late_queries_at_visible_frames():
+    clip = render_synthetic_clip(seed=5, num_frames=6, height=32, width=32)
+    tcfg = TrainConfig(num_frames=6, height=32, width=32, num_sparse=40, late_query_frac=0.5)
+    s = make_sample(clip, 40, np.random.default_rng(0), tcfg=tcfg)
+    q_t = s.queries[:, 0].long()
+    assert (q_t[:20] > 0).any() and (q_t[20:] == 0).all()
+    ar = torch.arange(40)
+    flat_uv, flat_vis = s.uv.reshape(6, -1, 2)[:, s.q_index], s.visibility.reshape(6, -1)[:, s.q_index]
+    assert flat_vis[q_t, ar].all()  # every query is visible at its query frame (eraser occlusions included)
+    assert torch.equal(s.queries[:, 1:], flat_uv[q_t, ar])
+
+
+def test_eraser_replace_blur_augmentations():
+    g = torch.Generator().manual_seed(0)
+    video = torch.rand(4, 3, 32, 32, generator=g) * 255
+    yy, xx = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+    uv = torch.stack([xx, yy], -1).expand(4, 32, 32, 2)  # static tracks on the pixel centres
+    vis0 = torch.ones(4, 32, 32, dtype=torch.bool)
+    for eraser, replace in ((1.0, 0.0), (0.0, 1.0)):
+        tcfg = TrainConfig(num_frames=4, height=32, width=32, eraser_prob=eraser, replace_prob=replace, blur_prob=0.0)
+        out, vis = photometric_augment(video.clone(), uv, vis0.clone(), np.random.default_rng(1), tcfg)
+        assert torch.equal(out[0], video[0]) and vis[0].all()  # the first frame is never touched
+        changed = (out[1:] != video[1:]).any(1)
+        assert changed.any()
+        # exactly the painted pixels' tracks are occluded (random texture: every pixel in a box changes)
+        assert torch.equal(vis[1:], ~changed)
+    # blur: a constant image stays constant, an impulse spreads with unit mass
+    img = torch.zeros(3, 9, 9)
+    img[:, 4, 4] = 1.0
+    b = gaussian_blur(img, 1.0)
+    assert b.sum().item() == pytest.approx(3.0, rel=1e-5) and b[0, 4, 4] < 1.0 and b[0, 4, 5] > 0
+    assert torch.allclose(gaussian_blur(torch.full((3, 9, 9), 7.0), 1.5), torch.full((3, 9, 9), 7.0))
 
 
 @pytest.fixture(scope="module")

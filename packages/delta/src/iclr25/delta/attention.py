@@ -8,22 +8,40 @@ import torch.nn.functional as F
 
 
 class Attention(nn.Module):
+    """Multi-head attention with biased q/kv projections (official ``Attention(qkv_bias=True)``: to_q, to_kv, to_out)."""
+
     def __init__(self, dim: int, heads: int, context_dim: int | None = None):
         super().__init__()
         self.heads = heads
-        self.q = nn.Linear(dim, dim, bias=False)
-        self.kv = nn.Linear(context_dim or dim, 2 * dim, bias=False)
-        self.proj = nn.Linear(dim, dim)
+        self.to_q = nn.Linear(dim, dim)
+        self.to_kv = nn.Linear(context_dim or dim, 2 * dim)
+        self.to_out = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, mask: torch.Tensor | None = None):
-        """x [M, L, D], context [M, Lc, Dc]; mask [M, Lc] bool (True = attend) masks keys."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        query_mask: torch.Tensor | None = None,
+    ):
+        """x [M, L, D], context [M, Lc, Dc]; ``mask`` [M, Lc] bool (True = attend) masks keys; ``query_mask`` [M, L]
+        bool masks query rows: a masked row gets a -max bias on every key, i.e. a uniform average (official)."""
         ctx = x if context is None else context
         m, n, d = x.shape
-        q = self.q(x).reshape(m, n, self.heads, -1).transpose(1, 2)
-        k, v = self.kv(ctx).reshape(m, ctx.shape[1], 2, self.heads, -1).permute(2, 0, 3, 1, 4)
-        attn_mask = None if mask is None else mask[:, None, None, :]
+        q = self.to_q(x).reshape(m, n, self.heads, -1).transpose(1, 2)
+        k, v = self.to_kv(ctx).reshape(m, ctx.shape[1], 2, self.heads, -1).permute(2, 0, 3, 1, 4)
+        attn_mask = None
+        if query_mask is not None:
+            neg = torch.finfo(q.dtype).min
+            keep = query_mask[:, None, :, None]
+            if mask is not None:
+                keep = keep & mask[:, None, None, :]
+            attn_mask = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill(~keep, neg)
+            attn_mask = attn_mask.expand(m, 1, n, ctx.shape[1])
+        elif mask is not None:
+            attn_mask = mask[:, None, None, :]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.proj(out.transpose(1, 2).reshape(m, n, d))
+        return self.to_out(out.transpose(1, 2).reshape(m, n, d))
 
 
 class Mlp(nn.Module):
@@ -58,13 +76,13 @@ class CrossAttnBlock(nn.Module):
     def __init__(self, dim: int, heads: int, mlp_ratio: float):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.norm_ctx = nn.LayerNorm(dim)
+        self.norm_context = nn.LayerNorm(dim)
         self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.attn = Attention(dim, heads)
+        self.cross_attn = Attention(dim, heads)
         self.mlp = Mlp(dim, mlp_ratio)
 
-    def forward(self, x, context, mask=None):
-        x = x + self.attn(self.norm1(x), self.norm_ctx(context), mask=mask)
+    def forward(self, x, context, mask=None, query_mask=None):
+        x = x + self.cross_attn(self.norm1(x), self.norm_context(context), mask=mask, query_mask=query_mask)
         return x + self.mlp(self.norm2(x))
 
 

@@ -4,7 +4,7 @@ Every default is the official value. Sources (snap-research/DELTA_densetrack3d, 
 ``demo.py`` / ``scripts/train/train.py`` (model constructor arguments), ``models/densetrack3d/densetrack3d.py``
 (windows, iterations, depth update), ``update_transformer.py`` (EfficientUpdateFormer), ``upsample_transformer.py``
 (attention upsampler), ``corr4d_blocks.py`` (Corr4DMLP), ``blocks.py`` (BasicEncoder), ``models/loss.py`` and
-``scripts/train/train.py`` (loss weights, optimiser). See ``/work/shared/design/delta.md`` section 2.
+``scripts/train/train.py`` (loss weights, optimiser).
 """
 
 from __future__ import annotations
@@ -93,6 +93,10 @@ class DeltaConfig:
             raise ValueError("only stride=4 and upsample_factor=4 (the official setting) are supported")
         if self.corr_levels != 3:
             raise ValueError("corr_levels must be 3 (pyramid H/2, H/4, H/8)")
+        if self.latent_dim % 8:
+            raise ValueError(
+                f"latent_dim must be a multiple of 8 (upsampler GroupNorm has latent_dim // 8 groups), got {self.latent_dim}"
+            )
         if self.pos_emb_freqs % 2:
             raise ValueError("pos_emb_freqs must be even")
         if self.model_resolution is not None and (self.model_resolution[0] % 16 or self.model_resolution[1] % 16):

@@ -20,44 +20,44 @@ def _tf_same_pad(x: torch.Tensor, k: int, s: int) -> torch.Tensor:
     return F.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2))
 
 
-class _ConvGN(nn.Module):
-    def __init__(self, cin: int, cout: int, k: int):
-        super().__init__()
-        self.k = k
-        self.conv = nn.Conv2d(cin, cout, k, stride=2)
-        self.norm = nn.GroupNorm(max(1, cout // 16), cout)
+class SameConv2d(nn.Conv2d):
+    """A strided conv with TensorFlow 'SAME' padding applied on the fly (official ``Conv2dSamePadding``)."""
 
-    def forward(self, x):
-        return F.relu(self.norm(self.conv(_tf_same_pad(x, self.k, 2))))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(_tf_same_pad(x, self.kernel_size[0], self.stride[0]))
 
 
 class Corr4DMLP(nn.Module):
     """Encode a [M, P^2 (target hw), P^2 (support ij)] correlation volume into 2 * channels[-1] features.
 
-    View A treats the support taps (ij) as channels over the target patch (h, w); view B the target taps (hw) as
-    channels over the support patch (i, j). Each view: conv k3 s2, k3 s2, k2 s2 ('same' padding, GroupNorm(c/16),
-    ReLU), then a global mean.
+    One conv tower (official ``cmdtop[l].conv``) is shared by the two views: view A treats the support taps (ij) as
+    channels over the target patch (h, w), view B the target taps (hw) as channels over the support patch (i, j).
+    Each stage: conv k3 s2, k3 s2, k2 s2 ('same' padding), GroupNorm(c/16), ReLU; then a global mean per view and
+    the two views concatenated.
     """
 
     def __init__(self, patch: int, channels: tuple[int, int, int]):
         super().__init__()
         self.patch = patch
         self.out_dim = 2 * channels[-1]
-        p2 = patch * patch
-
-        def tower():
-            c1, c2, c3 = channels
-            return nn.Sequential(_ConvGN(p2, c1, 3), _ConvGN(c1, c2, 3), _ConvGN(c2, c3, 2))
-
-        self.view_a = tower()
-        self.view_b = tower()
+        cins = (patch * patch, *channels[:-1])
+        self.conv = nn.ModuleList(
+            [
+                nn.Sequential(SameConv2d(ci, co, k, stride=2), nn.GroupNorm(max(1, co // 16), co), nn.ReLU())
+                for ci, co, k in zip(cins, channels, (3, 3, 2))
+            ]
+        )
 
     def forward(self, corr: torch.Tensor) -> torch.Tensor:
         m = corr.shape[0]
         p = self.patch
         a = corr.transpose(1, 2).reshape(m, p * p, p, p)  # channels = support taps, spatial = target patch
         b = corr.reshape(m, p * p, p, p)  # channels = target taps, spatial = support patch
-        return torch.cat([self.view_a(a).mean((2, 3)), self.view_b(b).mean((2, 3))], 1)
+        x = torch.cat([a, b], 0)
+        for stage in self.conv:
+            x = stage(x)
+        x = x.mean((2, 3))
+        return torch.cat([x[:m], x[m:]], 1)
 
 
 LEVEL_SCALES = (2.0, 1.0, 0.5)  # H/4 track coordinates -> pyramid level (H/2, H/4, H/8) coordinates
@@ -70,13 +70,15 @@ def sample_support(fmap: torch.Tensor, coords: torch.Tensor, radius: int, level:
     return sample_map(fmap, coords[:, :, None, :] * LEVEL_SCALES[level] + offsets)
 
 
-class CorrFeatures(nn.Module):
-    """Per-level local 4D correlation (kernel dispatch) followed by one Corr4DMLP per level, chunked over tracks."""
+class CorrFeatures(nn.ModuleList):
+    """Per-level local 4D correlation (kernel dispatch) followed by one Corr4DMLP per level, chunked over tracks.
+
+    A ``ModuleList`` of the per-level MLPs, so its parameters are ``<name>.<level>.conv...`` as in the official model.
+    """
 
     def __init__(self, radius: int, channels: tuple[int, int, int], levels: int = 3):
-        super().__init__()
+        super().__init__([Corr4DMLP(2 * radius + 1, channels) for _ in range(levels)])
         self.radius = radius
-        self.mlps = nn.ModuleList([Corr4DMLP(2 * radius + 1, channels) for _ in range(levels)])
 
     def forward(
         self,
@@ -93,7 +95,7 @@ class CorrFeatures(nn.Module):
         for i in range(0, n, chunk):
             sl = slice(i, min(n, i + chunk))
             feats = []
-            for fmap, supp, mlp, sc in zip(pyramid, supports, self.mlps, LEVEL_SCALES):
+            for fmap, supp, mlp, sc in zip(pyramid, supports, self, LEVEL_SCALES):
                 corr = local_corr4d(fmap, coords[:, :, sl] * sc, supp[:, sl], self.radius, backend=backend)
                 m = corr.shape[0] * corr.shape[1] * corr.shape[2]
                 feats.append(mlp(corr.reshape(m, *corr.shape[3:])).reshape(b, s, -1, mlp.out_dim))

@@ -3,8 +3,16 @@
 All terms are computed per sliding window and the total is divided by the number of windows.
 - 2D: sum_i gamma^(I-i-1) * mean |x_i - x_gt| / (W-1, H-1)     (gamma 0.8; lambda_2d = 50, 100 in 2D pretraining)
 - depth: the same weighting on | dmax / d_i - dmax / d_gt |, both clamped to >= 0.01, dmax the batch's max depth
-- visibility: balanced BCE (mean over visible + mean over occluded, halved) for sparse tracks, plain BCE for dense
-- confidence: BCE of the confidence logit against [ ||x_final - x_gt|| < 12 px ], on ground-truth visible points
+- visibility: balanced BCE (mean over visible + mean over occluded, summed, not halved) for sparse tracks (over the
+  valid set: frames at or after the query), plain BCE for dense
+- confidence: BCE of the confidence against [ ||(x_final - x_gt) / (W-1, H-1)||^2 <= (12 / (W-1))^2 ] (12 px in x),
+  multiplied by the ground-truth visibility and averaged over the *valid set* (all points of the window for dense
+  tracks, frames at or after the query for sparse), i.e. invisible points count in the denominator as in the
+  official ``confidence_loss``.
+
+Deviation (stated): the official training loop feeds sigmoid *probabilities* to ``balanced_bce_loss``, whose formula is
+the logistic loss of a logit; we feed the logits, as the formula intends (on probabilities the loss is confined to
+[log(1+e^-1), log(1+e)] and its gradient is starved).
 """
 
 from __future__ import annotations
@@ -46,13 +54,16 @@ def depth_loss(preds: list[torch.Tensor], gt: torch.Tensor, dmax: float | torch.
 
 
 def balanced_bce(logits: torch.Tensor, target: torch.Tensor, mask=None) -> torch.Tensor:
-    """0.5 * (mean BCE over positives + mean BCE over negatives); a missing class contributes 0."""
+    """mean BCE over positives + mean BCE over negatives (official: summed, not halved); a missing class adds 0.
+
+    Positives are target > 0.95, negatives target < 0.05 (official thresholds); ``mask`` restricts both sets.
+    """
     t = target.to(logits.dtype)
-    bce = F.binary_cross_entropy_with_logits(logits, t, reduction="none")
-    pos, neg = t, 1.0 - t
+    bce = F.binary_cross_entropy_with_logits(logits, (t > 0.5).to(logits.dtype), reduction="none")
+    pos, neg = (t > 0.95).to(logits.dtype), (t < 0.05).to(logits.dtype)
     if mask is not None:
         pos, neg = pos * mask, neg * mask
-    return 0.5 * ((bce * pos).sum() / pos.sum().clamp(min=1.0) + (bce * neg).sum() / neg.sum().clamp(min=1.0))
+    return (bce * pos).sum() / pos.sum().clamp(min=1.0) + (bce * neg).sum() / neg.sum().clamp(min=1.0)
 
 
 def visibility_loss(logits, target, balanced: bool, mask=None) -> torch.Tensor:
@@ -61,8 +72,14 @@ def visibility_loss(logits, target, balanced: bool, mask=None) -> torch.Tensor:
     return _masked_mean(F.binary_cross_entropy_with_logits(logits, target.to(logits.dtype), reduction="none"), mask)
 
 
-def confidence_loss(conf_logits, pred_final, gt, gt_visible, threshold: float = CONF_THRESHOLD_PX) -> torch.Tensor:
-    """BCE of the confidence against [||pred - gt|| < 12 px] on ground-truth visible points."""
-    target = ((pred_final.detach() - gt).norm(dim=-1) < threshold).to(conf_logits.dtype)
+def confidence_loss(
+    conf_logits, pred_final, gt, gt_visible, image_hw: tuple[int, int], valid=None, threshold: float = CONF_THRESHOLD_PX
+) -> torch.Tensor:
+    """Official confidence loss: BCE against [normalised squared error <= (12/(W-1))^2], times the ground-truth
+    visibility, averaged over ``valid`` (None: every point)."""
+    h, w = image_hw
+    norm = gt.new_tensor([max(w - 1, 1), max(h - 1, 1)])
+    err2 = (((pred_final.detach() - gt) / norm) ** 2).sum(-1)
+    target = (err2 <= (threshold / max(w - 1, 1)) ** 2).to(conf_logits.dtype)
     bce = F.binary_cross_entropy_with_logits(conf_logits, target, reduction="none")
-    return _masked_mean(bce, gt_visible)
+    return _masked_mean(bce * gt_visible.to(bce.dtype), valid)

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from .config import DeltaConfig
 from .corr import CorrFeatures, sample_support
 from .embeddings import emb2d, sincos_1d, sincos_2d_grid
 from .encoder import BasicEncoder
 from .kernels import upsample_convex
-from .sampling import sample_map
+from .sampling import patch_offsets, sample_map
 from .update_former import EfficientUpdateFormer
 from .upsampler import AttentionUpsampler
 
@@ -56,17 +55,19 @@ class DeltaModel(nn.Module):
         super().__init__()
         self.cfg = cfg.validate()
         c = cfg.latent_dim
-        self.encoder = BasicEncoder(cfg.encoder_dims, c)
-        self.corr = CorrFeatures(cfg.corr_radius, cfg.corr_mlp_channels, cfg.corr_levels)
-        self.updater = EfficientUpdateFormer(cfg, cfg.token_dim, 3 + c)
-        self.feat_norm = nn.GroupNorm(1, c)
-        self.feat_update = nn.Linear(c, c)
-        self.vis_head = nn.Linear(c, 1)
-        self.conf_head = nn.Linear(c, 1)
-        self.upsampler = AttentionUpsampler(cfg)
-        self.register_buffer(
-            "time_emb", sincos_1d(cfg.token_dim, torch.arange(cfg.window_len)).float(), persistent=False
-        )
+        # Attribute names are the official ones (densetrack3d.py), so official state dicts load without renaming.
+        self.fnet = BasicEncoder(cfg.encoder_dims, c)
+        self.updateformer = EfficientUpdateFormer(cfg, cfg.token_dim, 3 + c)
+        self.norm = nn.GroupNorm(1, c)
+        self.track_feat_updater = nn.Sequential(nn.Linear(c, c), nn.GELU())
+        self.vis_predictor = nn.Sequential(nn.Linear(c, 1))
+        self.conf_predictor = nn.Sequential(nn.Linear(c, 1))
+        self.upsample_transformer = AttentionUpsampler(cfg)
+        self.cmdtop = CorrFeatures(cfg.corr_radius, cfg.corr_mlp_channels, cfg.corr_levels)
+        # persistent buffers, as in the official module (both are part of official state dicts)
+        self.register_buffer("time_emb", sincos_1d(cfg.token_dim, torch.arange(cfg.window_len)).float()[None])
+        p = cfg.corr_patch
+        self.register_buffer("delta_corr", patch_offsets(cfg.corr_radius).reshape(p, p, 2))
         self._pos_cache: dict = {}
 
     # ------------------------------------------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ class DeltaModel(nn.Module):
         frames = video.reshape(b * t, *video.shape[2:]) * (2.0 / 255.0) - 1.0
         feats, pyr = [], [[], [], []]
         for i in range(0, b * t, chunk):
-            f, p = self.encoder(frames[i : i + chunk])
+            f, p = self.fnet(frames[i : i + chunk])
             feats.append(f)
             for lvl, x in enumerate(p):
                 pyr[lvl].append(x)
@@ -141,7 +142,9 @@ class DeltaModel(nn.Module):
             anchors = torch.cat([anchors, sparse_queries.to(dt)], 1)
         sparse_queries = anchors
         n_sparse = sparse_queries.shape[1]
-        q_t = sparse_queries[..., 0].round().long().clamp(0, t - 1)
+        q_t = sparse_queries[..., 0].round().long()
+        if n_sparse and (int(q_t.min()) < 0 or int(q_t.max()) >= t):
+            raise ValueError(f"query frames must lie in [0, {t - 1}], got [{int(q_t.min())}, {int(q_t.max())}]")
         q_xy = sparse_queries[..., 1:] / 4.0
         dense_hw = origin = None
         if dense:
@@ -179,6 +182,8 @@ class DeltaModel(nn.Module):
         tdepth = q_depth[:, None].expand(b, t_pad, n).clone().detach()
         vis = torch.full((b, t_pad, n), INIT_LOGIT, device=dev, dtype=dt)
         conf = torch.full((b, t_pad, n), INIT_LOGIT, device=dev, dtype=dt)
+        is_dense = torch.arange(n, device=dev) >= n_sparse  # [N]
+        overlap = s - step
         windows, up_w = [], None
         rng = range(nw) if progress is None else progress(range(nw), desc="windows")
         for wi in rng:
@@ -186,16 +191,33 @@ class DeltaModel(nn.Module):
             fr = frame_idx[s0 : s0 + s]
             pyr_w = [p[:, fr] for p in pyramid]
             dlow_w = depth_low[:, fr]
-            c = coords[:, s0 : s0 + s].clone()
-            dd = tdepth[:, s0 : s0 + s].clone()
-            vis_in = vis[:, s0 : s0 + s].clone()  # not refreshed across iterations (official)
-            feat = track_feat[:, None].expand(b, s, n, -1)
-            mask = ((s0 + torch.arange(s, device=dev))[None, :, None] >= q_t[:, None, :]).to(dt)
+            # Window initialisation (official): a track queried before the end of the previous window's overlap
+            # continues from its last ``overlap`` predictions (the new frames repeat the last one); every other track
+            # (queried later) starts at its query: query position, query depth, logits at INIT_LOGIT.
+            c = q_xy[:, None].expand(b, s, n, 2).clone()
+            dd = q_depth[:, None].expand(b, s, n).clone()
+            vis_in = torch.full((b, s, n), INIT_LOGIT, device=dev, dtype=dt)
+            if wi > 0:
+                copy = ((q_t < s0 + overlap) | is_dense)[:, None]  # B 1 N
+                rep = torch.arange(s, device=dev).clamp(max=overlap - 1) + s0  # frames s0..s0+overlap-1, then repeat
+                c = torch.where(copy[..., None], coords[:, rep], c)
+                dd = torch.where(copy, tdepth[:, rep], dd)
+                vis_in = torch.where(copy, vis[:, rep], vis_in)  # not refreshed across iterations (official)
+            frames_w = s0 + torch.arange(s, device=dev)
+            # attention mask: tracks queried within this window or before (dense tracks always); their track features
+            # are zeroed otherwise (official ``attention_mask``)
+            amask = ((q_t < s0 + s) | is_dense)[:, None, :].expand(b, s, n)
+            feat = track_feat[:, None].expand(b, s, n, -1) * amask[..., None].to(dt)
+            # track mask token: 1 from the query frame on; in later windows 0 on the overlap frames of sparse tracks
+            tmask = frames_w[None, :, None] >= q_t[:, None, :]
+            if wi > 0:
+                tmask = tmask & (torch.arange(s, device=dev) >= overlap)[None, :, None]
+            mask = (tmask | is_dense).to(dt)
             it_coords, it_depth = [], []
             for _ in range(iters):
                 c, dd = c.detach(), dd.detach()
                 pos = sample_map(self._pos_grid(h, w, dev, dt).expand(b, -1, -1, -1), c[:, 0])  # B N D
-                corr = self.corr(pyr_w, c, supports, chunk=corr_chunk, backend=backend)
+                corr = self.cmdtop(pyr_w, c, supports, chunk=corr_chunk, backend=backend)
                 rel = c - c[:, :1]
                 dsamp = sample_map(dlow_w.reshape(b * s, 1, h, w), c.reshape(b * s, n, 2))[..., 0].reshape(b, s, n)
                 tokens = torch.cat(
@@ -211,20 +233,20 @@ class DeltaModel(nn.Module):
                     ],
                     -1,
                 )
-                tokens = tokens + pos[:, None] + self.time_emb[None, :s, None].to(dt)
-                delta = self.updater(tokens.transpose(1, 2), n_sparse, dense_hw, efficient, n_anchor).transpose(1, 2)
+                tokens = tokens + pos[:, None] + self.time_emb[:, :s, None].to(dt)
+                delta = self.updateformer(
+                    tokens.transpose(1, 2), n_sparse, dense_hw, efficient, n_anchor, attn_mask=amask
+                ).transpose(1, 2)
                 dfeat = delta[..., 3:]
-                feat = feat + F.gelu(self.feat_update(self.feat_norm(dfeat.reshape(-1, dfeat.shape[-1])))).reshape(
-                    feat.shape
-                )
+                feat = feat + self.track_feat_updater(self.norm(dfeat.reshape(-1, dfeat.shape[-1]))).reshape(feat.shape)
                 c = c + delta[..., :2]
                 dd = dd * torch.exp(
                     cfg.depth_update_scale * delta[..., 2].clamp(-cfg.depth_update_clamp, cfg.depth_update_clamp)
                 )
                 it_coords.append(c)
                 it_depth.append(dd)
-            vis_w = self.vis_head(feat)[..., 0]
-            conf_w = self.conf_head(feat)[..., 0]
+            vis_w = self.vis_predictor(feat)[..., 0]
+            conf_w = self.conf_predictor(feat)[..., 0]
             if wi == 0 and dense:
                 up_w = self._upsample_weights(
                     feat[:, 0, n_sparse:], c[:, :, n_sparse:], q_xy[:, n_sparse:], dense_hw, w
@@ -234,10 +256,6 @@ class DeltaModel(nn.Module):
             with torch.no_grad():
                 coords[:, s0 : s0 + s], tdepth[:, s0 : s0 + s] = c.detach(), dd.detach()
                 vis[:, s0 : s0 + s], conf[:, s0 : s0 + s] = vis_w.detach(), conf_w.detach()
-                if s0 + s < t_pad:  # the next window's new frames start from the last prediction
-                    coords[:, s0 + s :] = c[:, -1:].detach()
-                    tdepth[:, s0 + s :] = dd[:, -1:].detach()
-                    vis[:, s0 + s :] = vis_w[:, -1:].detach()
 
         out = ModelOutput(
             coords=coords[:, :t] * 4.0,
@@ -264,7 +282,7 @@ class DeltaModel(nn.Module):
         hc, wc = hw
         feat_low = feat0.reshape(b, hc, wc, -1).permute(0, 3, 1, 2)
         flow = ((c - q_xy[:, None]) / float(w_low)).reshape(b, s, hc, wc, 2).permute(0, 1, 4, 2, 3)
-        return self.upsampler(feat_low, flow.reshape(b, 2 * s, hc, wc))
+        return self.upsample_transformer(feat_low, flow.reshape(b, 2 * s, hc, wc))
 
     def upsample_fields(self, weights, coords, depth, vis_logit, conf_logit, hw, origin, backend="auto"):
         """Apply the convex weights to low-res dense fields [B, T, hc*wc(, 2)] (coords in H/4 units) -> full res."""

@@ -35,7 +35,12 @@ class TrainConfig:
     width: int = 32
     num_sparse: int = 32  # ground-truth sparse trajectories per clip (official: 256 + a 12x16 grid)
     num_clips: int | None = None  # None: a fresh clip every step; N: cycle over a fixed pool of N clips
-    augment: bool = True  # time reversal (p=0.5), horizontal flip (p=0.5), colour jitter
+    augment: bool = True  # time reversal (p=0.5), flip (p=0.5), colour jitter, eraser, patch replace, blur
+    late_query_frac: float = 0.25  # train.py sample_sparse_queries: N // 4 tracks queried at a random visible frame
+    eraser_prob: float = 0.5  # kubric_dataset.py: per frame after the first, p = 0.5
+    replace_prob: float = 0.5  # kubric_dataset.py: per frame after the first, p = 0.5
+    blur_prob: float = 0.25  # kubric_dataset.py: GaussianBlur(11, sigma=(0.1, 2.0)) with p = 0.25
+    max_boxes: int = 10  # kubric_dataset.py: eraser_max = replace_max = 10 boxes per frame
     seed: int = 0
     checkpoint: str | None = None
     checkpoint_every: int = 50
@@ -60,17 +65,90 @@ class Sample:
     uv: torch.Tensor  # [T, H, W, 2] dense ground truth of every frame-0 pixel
     track_depth: torch.Tensor  # [T, H, W]
     visibility: torch.Tensor  # [T, H, W] bool
-    queries: torch.Tensor  # [N, 3] (t=0, x, y) integer pixels
-    q_index: torch.Tensor  # [N] flat pixel index of every sparse query
+    queries: torch.Tensor  # [N, 3] (t, x, y): frame-0 pixel tracks queried at frame t (0 or a later visible frame)
+    q_index: torch.Tensor  # [N] flat frame-0 pixel index of every sparse track
 
 
-def make_sample(clip: SyntheticClip, num_sparse: int, rng: np.random.Generator, flip=False, jitter=None) -> Sample:
+def _boxes(rng: np.random.Generator, h: int, w: int, max_boxes: int):
+    """Random boxes (x0, x1, y0, y1): official eraser/replace geometry, sizes scaled from 512 px to the clip width."""
+    lo, hi = 2, max(3, round(100 * w / 512))  # official bounds [2, 100) at 512 px
+    for _ in range(rng.integers(1, max_boxes + 1)):
+        xc, yc = rng.integers(0, w), rng.integers(0, h)
+        dx, dy = rng.integers(lo, hi), rng.integers(lo, hi)
+        x0, x1 = (int(np.clip(round(xc - dx / 2), 0, w - 1)), int(np.clip(round(xc + dx / 2), 0, w - 1)))
+        y0, y1 = (int(np.clip(round(yc - dy / 2), 0, h - 1)), int(np.clip(round(yc + dy / 2), 0, h - 1)))
+        yield x0, x1, y0, y1
+
+
+def _occlude(vis: torch.Tensor, uv: torch.Tensor, box) -> None:
+    """Mark tracks whose position lies inside the box as occluded (official: x0 <= x < x1, y0 <= y < y1)."""
+    x0, x1, y0, y1 = box
+    inside = (uv[..., 0] >= x0) & (uv[..., 0] < x1) & (uv[..., 1] >= y0) & (uv[..., 1] < y1)
+    vis[inside] = False
+
+
+def gaussian_blur(frame: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of one [3, H, W] frame (reflect padding), kernel 2 * ceil(3 sigma) + 1."""
+    r = max(1, int(math.ceil(3 * sigma)))
+    x = torch.arange(-r, r + 1, dtype=frame.dtype)
+    k = torch.exp(-0.5 * (x / sigma) ** 2)
+    k = k / k.sum()
+    f = torch.nn.functional.pad(frame[None], (r, r, r, r), mode="reflect")
+    f = torch.nn.functional.conv2d(f, k.reshape(1, 1, 1, -1).expand(3, 1, 1, -1), groups=3)
+    f = torch.nn.functional.conv2d(f, k.reshape(1, 1, -1, 1).expand(3, 1, -1, 1), groups=3)
+    return f[0]
+
+
+def photometric_augment(video, uv, vis, rng: np.random.Generator, tcfg: TrainConfig):
+    """The paper's eraser, patch-replace and blur augmentations (in place on float video [T, 3, H, W] 0..255).
+
+    Eraser: in each frame after the first with p=0.5, 1..10 boxes are filled with their mean colour; patch replace:
+    with p=0.5 per frame, 1..10 boxes are overwritten by a same-size patch from a random frame and place. Tracks whose
+    ground-truth position falls in a box become occluded in that frame. Blur: with p=0.25 every frame is blurred with
+    its own sigma in [0.1, 2.0] x (W / 512) (the official range, scaled to the clip width).
+    """
+    t, _, h, w = video.shape
+    src = video.clone()
+    for i in range(1, t):
+        if rng.random() < tcfg.eraser_prob:
+            for box in _boxes(rng, h, w, tcfg.max_boxes):
+                x0, x1, y0, y1 = box
+                if x1 > x0 and y1 > y0:
+                    video[i, :, y0:y1, x0:x1] = video[i, :, y0:y1, x0:x1].mean((1, 2), keepdim=True)
+                _occlude(vis[i], uv[i], box)
+    for i in range(1, t):
+        if rng.random() < tcfg.replace_prob:
+            for box in _boxes(rng, h, w, tcfg.max_boxes):
+                x0, x1, y0, y1 = box
+                hei, wid = y1 - y0, x1 - x0
+                ys, xs, fr = rng.integers(0, h - hei), rng.integers(0, w - wid), rng.integers(0, t)
+                video[i, :, y0:y1, x0:x1] = src[fr, :, ys : ys + hei, xs : xs + wid]
+                _occlude(vis[i], uv[i], box)
+    if rng.random() < tcfg.blur_prob:
+        for i in range(t):
+            video[i] = gaussian_blur(video[i], max(0.1, rng.uniform(0.1, 2.0) * w / 512))
+    return video, vis
+
+
+def make_sample(
+    clip: SyntheticClip,
+    num_sparse: int,
+    rng: np.random.Generator,
+    flip=False,
+    jitter=None,
+    tcfg: TrainConfig | None = None,
+) -> Sample:
+    """Tensors of one clip with optional flip / jitter and (``tcfg.augment``) the photometric augmentations.
+
+    Sparse queries follow the official sampler: ``late_query_frac`` of the tracks are queried at a random frame where
+    they are visible, the others at their first visible frame (frame 0 for the renderer's frame-0 pixel tracks).
+    """
     video = torch.from_numpy(clip.video.astype(np.float32))
     depth = torch.from_numpy(clip.depth.astype(np.float32))
     uv = torch.from_numpy(clip.tracks_uv.astype(np.float32))
     tdepth = torch.from_numpy(clip.tracks_xyz[..., 2].astype(np.float32))
-    vis = torch.from_numpy(clip.visibility)
-    h, w = depth.shape[1:]
+    vis = torch.from_numpy(clip.visibility.copy())
+    t, h, w = depth.shape
     if flip:
         video, depth, tdepth, vis = video.flip(-1), depth.flip(-1), tdepth.flip(-1), vis.flip(-1)
         uv = uv.flip(2)
@@ -78,8 +156,20 @@ def make_sample(clip: SyntheticClip, num_sparse: int, rng: np.random.Generator, 
     if jitter is not None:
         contrast, brightness = jitter
         video = (video * contrast + brightness).clamp(0, 255)
+    if tcfg is not None and tcfg.augment:
+        video, vis = photometric_augment(video.contiguous(), uv, vis.contiguous(), rng, tcfg)
     idx = torch.from_numpy(rng.choice(h * w, size=min(num_sparse, h * w), replace=False))
-    q = torch.stack([torch.zeros(len(idx)), (idx % w).float(), (idx // w).float()], 1)
+    flat_vis = vis.reshape(t, -1)[:, idx]  # T N
+    flat_uv = uv.reshape(t, -1, 2)[:, idx]
+    q_t = flat_vis.float().argmax(0)  # first visible frame
+    frac = 0.0 if tcfg is None else tcfg.late_query_frac
+    n_late = int(len(idx) * frac)
+    for k in range(n_late):
+        frames = torch.nonzero(flat_vis[:, k])[:, 0]
+        if len(frames):
+            q_t[k] = frames[int(rng.integers(len(frames)))]
+    ar = torch.arange(len(idx))
+    q = torch.stack([q_t.float(), flat_uv[q_t, ar, 0], flat_uv[q_t, ar, 1]], 1)
     return Sample(video, depth, uv, tdepth, vis, q, idx)
 
 
@@ -105,10 +195,13 @@ def compute_loss(model: DeltaModel, s: Sample, tcfg: TrainConfig, backend: str =
         sp_c = [c[0, :, :ns] * 4.0 for c in win.coords]
         sp_d = [d[0, :, :ns] for d in win.depth]
         gs_uv, gs_d, gs_v = g_uv[:, s.q_index], g_d[:, s.q_index], g_v[:, s.q_index]
-        parts["2d"] = parts["2d"] + coords_loss(sp_c, gs_uv, (h, w))
-        parts["depth"] = parts["depth"] + depth_loss(sp_d, gs_d, dmax)
-        parts["vis"] = parts["vis"] + visibility_loss(win.vis_logit[0, :, :ns], gs_v, balanced=True)
-        parts["conf"] = parts["conf"] + confidence_loss(win.conf_logit[0, :, :ns], sp_c[-1], gs_uv, gs_v)
+        # official valid set: frames at or after each track's query frame (inside the clip)
+        in_clip = torch.arange(win.start, win.start + len(fr)) < t
+        valid = ((fr[:, None] >= s.queries[None, :, 0].long()) & in_clip[:, None]).float()
+        parts["2d"] = parts["2d"] + coords_loss(sp_c, gs_uv, (h, w), valid)
+        parts["depth"] = parts["depth"] + depth_loss(sp_d, gs_d, dmax, valid)
+        parts["vis"] = parts["vis"] + visibility_loss(win.vis_logit[0, :, :ns], gs_v, balanced=True, mask=valid)
+        parts["conf"] = parts["conf"] + confidence_loss(win.conf_logit[0, :, :ns], sp_c[-1], gs_uv, gs_v, (h, w), valid)
         # dense tracks: every iteration upsampled to full resolution with the window-0 weights
         dense_uv, dense_d = [], []
         for c, d in zip(win.coords, win.depth):
@@ -125,7 +218,7 @@ def compute_loss(model: DeltaModel, s: Sample, tcfg: TrainConfig, backend: str =
         parts["2d"] = parts["2d"] + coords_loss(dense_uv, g_uv, (h, w))
         parts["depth"] = parts["depth"] + depth_loss(dense_d, g_d, dmax)
         parts["vis"] = parts["vis"] + visibility_loss(vis_l, g_v, balanced=False)
-        parts["conf"] = parts["conf"] + confidence_loss(conf_l, dense_uv[-1], g_uv, g_v)
+        parts["conf"] = parts["conf"] + confidence_loss(conf_l, dense_uv[-1], g_uv, g_v, (h, w))
     nw = len(out.windows)
     lam_d = 0.0 if tcfg.stage == "2d" else tcfg.lambda_depth
     weights = {"2d": tcfg.lambda_2d, "depth": lam_d, "vis": tcfg.lambda_vis, "conf": tcfg.lambda_conf}
@@ -156,7 +249,7 @@ class SyntheticStream:
             self._cache[ck] = clip
         flip = bool(c.augment and rng.random() < 0.5)
         jitter = (rng.uniform(0.8, 1.2), rng.uniform(-20, 20)) if c.augment else None
-        return make_sample(self._cache[ck], c.num_sparse, rng, flip=flip, jitter=jitter)
+        return make_sample(self._cache[ck], c.num_sparse, rng, flip=flip, jitter=jitter, tcfg=c)
 
 
 def make_optimizer(model: DeltaModel, tcfg: TrainConfig):

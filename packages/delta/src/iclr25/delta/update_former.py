@@ -15,20 +15,24 @@ class EfficientUpdateFormer(nn.Module):
     frames; (2) virtual <- point cross-attention per frame, whose keys are only the anchor tokens in efficient mode and all
     real tokens otherwise; (3) virtual self-attention; (4) local self-attention of the dense tokens in
     non-overlapping ``window`` x ``window`` cells of the grid (padding masked); (5) point <- virtual cross-attention.
+    Module names are the official ones, so official state dicts load without renaming.
     """
 
     def __init__(self, cfg, input_dim: int, output_dim: int):
         super().__init__()
         d, heads, r = cfg.hidden_size, cfg.num_heads, cfg.mlp_ratio
         self.window = cfg.local_window
+        # parameter names and registration order follow the official module (``virual_tracks`` is its spelling)
         self.input_transform = nn.Linear(input_dim, d)
-        self.virtual_tracks = nn.Parameter(torch.randn(1, cfg.num_virtual_tracks, 1, d))
-        self.time_blocks = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
-        self.virtual_from_points = nn.ModuleList([CrossAttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
-        self.virtual_self = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
-        self.local_blocks = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
-        self.points_from_virtual = nn.ModuleList([CrossAttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
         self.flow_head = nn.Linear(d, output_dim)
+        self.virual_tracks = nn.Parameter(torch.randn(1, cfg.num_virtual_tracks, 1, d))
+        self.time_blocks = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        self.space_virtual_blocks = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        # point <- virtual cross-attention (official name: space_point2virtual_blocks)
+        self.space_point2virtual_blocks = nn.ModuleList([CrossAttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        # virtual <- point cross-attention (official name: space_virtual2point_blocks)
+        self.space_virtual2point_blocks = nn.ModuleList([CrossAttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
+        self.space_local_blocks = nn.ModuleList([AttnBlock(d, heads, r) for _ in range(cfg.num_blocks)])
         self._init(cfg.zero_init_head)
 
     def _init(self, zero_head: bool) -> None:
@@ -50,30 +54,39 @@ class EfficientUpdateFormer(nn.Module):
         dense_hw: tuple[int, int] | None,
         efficient: bool,
         n_anchor: int | None = None,
+        attn_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``n_anchor`` (default ``n_sparse``): the first tokens, the only keys of virtual tokens in efficient mode."""
+        """``n_anchor`` (default ``n_sparse``): the first tokens, the only keys of virtual tokens in efficient mode.
+
+        ``attn_mask`` [B, S, N] bool (official ``attention_mask``): tracks that are not yet queried in this window are
+        masked as keys of the virtual tokens and as queries of the point <- virtual attention.
+        """
         b, n, s, _ = tokens.shape
         n_dense = 0 if dense_hw is None else dense_hw[0] * dense_hw[1]
         if n_sparse + n_dense != n:
             raise ValueError(f"token count {n} != n_sparse {n_sparse} + dense {n_dense}")
         x = self.input_transform(tokens)
-        v = self.virtual_tracks.expand(b, -1, s, -1)
+        v = self.virual_tracks.expand(b, -1, s, -1)
         nv = v.shape[1]
         x = torch.cat([x, v], 1)  # B, N+V, S, D
         d = x.shape[-1]
         n_anchor = n_sparse if n_anchor is None else n_anchor
         use_anchor_keys = efficient and n_anchor > 0
+        amask = None
+        if attn_mask is not None and not bool(attn_mask.all()):
+            amask = attn_mask.reshape(b * s, n)
         for i in range(len(self.time_blocks)):
             x = self.time_blocks[i](x.reshape(b * (n + nv), s, d)).reshape(b, n + nv, s, d)
             frames = x.transpose(1, 2)  # B, S, N+V, D
             pts, vt = frames[:, :, :n], frames[:, :, n:]
             keys = pts[:, :, :n_anchor] if use_anchor_keys else pts
-            vt = self.virtual_from_points[i](vt.reshape(b * s, nv, d), keys.reshape(b * s, -1, d))
-            vt = self.virtual_self[i](vt)
+            kmask = None if amask is None else (amask[:, :n_anchor] if use_anchor_keys else amask)
+            vt = self.space_virtual2point_blocks[i](vt.reshape(b * s, nv, d), keys.reshape(b * s, -1, d), mask=kmask)
+            vt = self.space_virtual_blocks[i](vt)
             pts = pts.reshape(b * s, n, d)
             if n_dense:
-                dense = window_attention(self.local_blocks[i], pts[:, n_sparse:], dense_hw, self.window)
+                dense = window_attention(self.space_local_blocks[i], pts[:, n_sparse:], dense_hw, self.window)
                 pts = torch.cat([pts[:, :n_sparse], dense], 1)
-            pts = self.points_from_virtual[i](pts, vt)
+            pts = self.space_point2virtual_blocks[i](pts, vt, query_mask=amask)
             x = torch.cat([pts.reshape(b, s, n, d), vt.reshape(b, s, nv, d)], 2).transpose(1, 2)
         return self.flow_head(x[:, :n])
