@@ -58,6 +58,62 @@ def test_bad_inputs_raise(tracker, clip):
         tracker.track([1, 2], d)
 
 
+def test_strict_inputs(tracker, clip):
+    v, d = clip.video, clip.depth
+    with pytest.raises(ValueError, match=r"\[0, 1\].*\* 255"):  # float video in [0, 1]: not silently read as dark
+        tracker.track(v.astype(np.float32) / 255.0, d)
+    tracker.track(v.astype(np.float32) / 255.0 * 255.0, d, iters=1)  # the same video in [0, 255] is accepted
+    for iters in (0, -2, 1.5):
+        with pytest.raises(ValueError, match="iters must be a positive integer"):
+            tracker.track(v, d, iters=iters)
+        with pytest.raises(ValueError, match="iters must be a positive integer"):
+            tracker.track_points(v, d, [[0, 1.0, 1.0]], iters=iters)
+    for thr in (-0.1, 1.5):
+        with pytest.raises(ValueError, match=r"vis_threshold .* \[0, 1\]"):
+            tracker.track(v, d, vis_threshold=thr)
+        with pytest.raises(ValueError, match=r"vis_threshold .* \[0, 1\]"):
+            tracker.track_points(v, d, [[0, 1.0, 1.0]], vis_threshold=thr)
+    for budget in (-1.0, 0.0, float("nan")):
+        with pytest.raises(ValueError, match="memory_budget_gb"):
+            DeltaTracker(model=tracker.model, memory_budget_gb=budget)
+    t, h, w = d.shape
+    for empty in (np.zeros((0, 3)), [], torch.zeros(0, 4)):
+        res = tracker.track_points(v, d, empty)
+        assert res.uvd.shape == (t, 0, 3) and res.xyz.shape == (t, 0, 3) and res.visibility.shape == (t, 0)
+    for q, what in (
+        ([[0, -0.5, 3.0]], "off the image"),
+        ([[0, w - 0.5, 3.0]], "off the image"),
+        ([[0, 3.0, h + 2.0]], "off the image"),
+        ([[t, 3.0, 3.0]], "frame"),
+        ([[-1, 3.0, 3.0]], "frame"),
+        ([[1.5, 3.0, 3.0]], "integers"),
+    ):
+        with pytest.raises(ValueError, match=what):
+            tracker.track_points(v, d, q)
+    with pytest.raises(ValueError, match="non-finite"):
+        tracker.track_points(v, d, [[0, float("nan"), 3.0]])
+    # edge pixels are on the image
+    tracker.track_points(v, d, [[0, 0.0, 0.0], [t - 1, w - 1.0, h - 1.0]], iters=1, backward=False)
+    with pytest.raises(ValueError, match="T=0"):
+        tracker.track(v[:0], d[:0])
+    with pytest.raises(ValueError, match="query_frame"):
+        tracker.track(v, d, query_frame=1.5)
+
+
+def test_frames_too_small_for_the_model():
+    tr = DeltaTracker(DeltaConfig.micro())
+    g = np.random.default_rng(0)
+    v = g.integers(0, 255, (3, 3, 16, 16), dtype=np.uint8)
+    with pytest.raises(ValueError, match="too small"):  # H/16 x W/16 = 1 pixel: instance norm cannot run
+        tr.track(v, np.ones((3, 16, 16), np.float32))
+    with pytest.raises(ValueError, match="too small"):
+        DeltaTracker(DeltaConfig.micro().replace(model_resolution=(16, 16))).track(
+            g.integers(0, 255, (3, 3, 40, 40), dtype=np.uint8), np.ones((3, 40, 40), np.float32)
+        )
+    v = g.integers(0, 255, (3, 3, 16, 32), dtype=np.uint8)  # the smallest accepted size runs
+    assert tr.track(v, np.ones((3, 16, 32), np.float32)).uv.shape == (3, 16, 32, 2)
+
+
 def test_backward_tracking_for_later_query_frame(tracker, clip):
     q = 2
     res = tracker.track(clip.video, clip.depth, query_frame=q)

@@ -179,8 +179,13 @@ def test_eval_cli_on_written_benchmark_files(tmp_path, clip, capsys):
     out = json.loads(capsys.readouterr().out)
     zero_epe = np.linalg.norm(clip.flow(4), axis=-1).mean()  # the zero-motion model predicts zero flow
     assert out["epe_all"] == pytest.approx(zero_epe, rel=1e-4)
+    assert out["model"] == str(ckpt.resolve())  # the report names the model it evaluated
     with pytest.raises(ValueError):
         evaluate_dataset("bogus", str(tmp_path), str(ckpt))
+    with pytest.raises(ValueError, match="explicit checkpoint"):
+        evaluate_dataset("cvo", str(tmp_path / "cvo"), None)
+    with pytest.raises(SystemExit):  # the CLI refuses to guess a model
+        main(["eval", "--dataset", "cvo", "--path", str(tmp_path / "cvo")])
 
 
 def test_train_cli_2d_then_3d(tmp_path, capsys):

@@ -51,7 +51,15 @@ def cmd_eval(args) -> int:
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
-    run_demo(num_clips=args.clips, train_steps=args.train_steps, out_png=args.png, seed=args.seed, threads=args.threads)
+    summary = run_demo(
+        num_clips=args.clips, train_steps=args.train_steps, out_png=args.png, seed=args.seed, threads=args.threads,
+        checkpoint=args.checkpoint, sparse_timing=not args.no_sparse_timing,
+    )  # fmt: skip
+    if args.out:
+        from iclr25.shared import atomic_write
+
+        with atomic_write(args.out, "w") as f:
+            json.dump(summary, f, indent=2)
     return 0
 
 
@@ -61,7 +69,10 @@ def main(argv=None) -> int:
     d = sub.add_parser(
         "demo", help="synthetic-video table: DELTA vs zero motion vs flow chaining, dense vs sparse time"
     )
-    d.add_argument("--clips", type=int, default=3)
+    d.add_argument("--clips", type=int, default=20)
+    d.add_argument("--checkpoint", default=None, help="model to evaluate (default: the shipped checkpoint)")
+    d.add_argument("--no-sparse-timing", action="store_true", help="skip the dense vs per-pixel timing")
+    d.add_argument("--out", default=None, help="write the summary as JSON")
     d.add_argument("--train-steps", type=int, default=0, help="extra fine-tuning steps on top of the shipped weights")
     d.add_argument("--png", default="delta_demo_tracks.png")
     d.add_argument("--seed", type=int, default=900_000, help="clip seeds (training uses seed*100003+step)")
@@ -84,7 +95,11 @@ def main(argv=None) -> int:
     e = sub.add_parser("eval", help="evaluate a checkpoint on your copy of a benchmark")
     e.add_argument("--dataset", required=True, choices=["tapvid3d", "kubric", "cvo"])
     e.add_argument("--path", required=True)
-    e.add_argument("--checkpoint", default=None, help="checkpoint file (default: the shipped synthetic checkpoint)")
+    e.add_argument(
+        "--checkpoint", required=True,
+        help="checkpoint to evaluate: ours or an official DELTA state dict (the shipped synthetic micro model is "
+        "iclr25/delta/weights/delta_micro_synthetic.pt, trained on synthetic clips only)",
+    )  # fmt: skip
     e.add_argument("--limit", type=int, default=None)
     e.add_argument("--iters", type=int, default=None)
     args = p.parse_args(argv)

@@ -53,7 +53,9 @@ class DeltaConfig:
     vis_threshold: float = 0.8  # dense demo (demo.py): visible if sigmoid(vis) > 0.8
     eval_vis_threshold: float = 0.9  # evaluation scripts: vis > 0.9
     # --- training options (not in the official model; see README "Deviations") --------------------------------------
-    zero_init_head: bool = False  # zero the update-former output layer so the model starts at zero motion
+    # zero the update-former output layer and start the upsampler at nearest upsampling, so that the model starts at
+    # zero motion (a training initialisation, not an official option)
+    zero_init_head: bool = False
     extra: dict = field(default_factory=dict)
 
     @property

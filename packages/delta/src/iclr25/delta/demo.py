@@ -16,12 +16,15 @@ from .evaluate import WEIGHTS, evaluate_dense_prediction
 DEMO_FRAMES, DEMO_SIZE = 8, 32  # the resolution the shipped checkpoint was trained at
 
 
-def _load_tracker(train_steps: int, seed: int):
+def _load_tracker(train_steps: int, seed: int, checkpoint: str | None = None):
     from .config import DeltaConfig
     from .model import DeltaModel
     from .tracker import DeltaTracker
 
-    if os.path.isfile(WEIGHTS):
+    if checkpoint is not None:
+        tracker = DeltaTracker.from_checkpoint(checkpoint)
+        source = f"checkpoint {checkpoint}"
+    elif os.path.isfile(WEIGHTS):
         tracker = DeltaTracker.from_checkpoint(WEIGHTS)
         source = f"shipped checkpoint {os.path.basename(WEIGHTS)}"
     else:
@@ -62,11 +65,21 @@ def _draw_tracks(path: str, clip, delta_uv, n: int = 24) -> None:
             f.write(buf.tobytes())
 
 
-def run_demo(num_clips: int = 3, train_steps: int = 0, out_png: str | None = "delta_demo_tracks.png", seed: int = 900_000,
-             threads: int | None = None) -> dict:  # fmt: skip
+def paired_ci(a, b, z: float = 1.96) -> tuple[float, float, float]:
+    """Mean of the paired differences a - b and its normal-approximation 95% confidence interval."""
+    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    half = z * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
+
+
+def run_demo(num_clips: int = 20, train_steps: int = 0, out_png: str | None = "delta_demo_tracks.png",
+             seed: int = 900_000, threads: int | None = None, checkpoint: str | None = None,
+             sparse_timing: bool = True) -> dict:  # fmt: skip
+    """Held-out synthetic clips (seeds ``seed``..``seed + num_clips - 1``; training uses seed*100003 + step, far
+    below 900000) scored for DELTA, zero motion and flow chaining, with paired 95% intervals of DELTA - zero motion."""
     if threads:
         torch.set_num_threads(threads)
-    tracker, source = _load_tracker(train_steps, seed)
+    tracker, source = _load_tracker(train_steps, seed, checkpoint)
     methods = ("DELTA (dense)", "zero motion", "flow chaining (DIS)", "flow chaining (Farneback)")
     rows = {m: [] for m in methods}
     times = {m: [] for m in methods}
@@ -88,6 +101,32 @@ def run_demo(num_clips: int = 3, train_steps: int = 0, out_png: str | None = "de
             b = fn(clip)
             times[name].append(time.perf_counter() - t0)
             rows[name].append(evaluate_dense_prediction(b.uv, b.depth, b.visibility, clip))
+    h = w = DEMO_SIZE
+    print(f"\nDELTA demo: {num_clips} held-out synthetic clips (seeds {seed}..{seed + num_clips - 1}), {DEMO_FRAMES} "
+          f"frames of {h}x{w}, exact 3D ground truth")  # fmt: skip
+    print(f"model: {source}; TAP-Vid-3D metrics over every frame-0 pixel (median scaling, 256-px intrinsics)\n")
+    print(f"| {'method':28s} | APD3D | AJ3D  |  OA   | EPE2D (px) | s/clip |")
+    print(f"|{'-' * 30}|-------|-------|-------|------------|--------|")
+    summary = {"model": source, "seeds": [seed, seed + num_clips - 1]}
+    for m in methods:
+        avg = {k: float(np.mean([r[k] for r in rows[m]])) for k in rows[m][0]}
+        summary[m] = {**avg, "seconds": float(np.mean(times[m]))}
+        print(f"| {m:28s} | {avg['apd3d']:.3f} | {avg['aj3d']:.3f} | {avg['oa']:.3f} | {avg['epe2d']:10.3f} | "
+              f"{np.mean(times[m]):6.2f} |")  # fmt: skip
+    print(
+        "\nDELTA - zero motion, paired over clips (mean [95% CI]); positive is better for APD3D/AJ3D/OA, negative "
+        "for EPE2D:"
+    )
+    summary["delta_minus_zero"] = {}
+    for k in ("apd3d", "aj3d", "oa", "epe2d"):
+        mean, lo, hi = paired_ci([r[k] for r in rows["DELTA (dense)"]], [r[k] for r in rows["zero motion"]])
+        summary["delta_minus_zero"][k] = [mean, lo, hi]
+        print(f"  {k:6s} {mean:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+    if out_png:
+        _draw_tracks(out_png, clips[0], first_delta)
+        print(f"tracks drawn to {out_png}")
+    if not sparse_timing:
+        return summary
     # dense vs per-pixel sparse with the same model, on the first clip
     clip = clips[0]
     t0 = time.perf_counter()
@@ -98,24 +137,10 @@ def run_demo(num_clips: int = 3, train_steps: int = 0, out_png: str | None = "de
     t_sparse = time.perf_counter() - t0
     sparse_row = evaluate_dense_prediction(sp.uv, sp.depth, sp.visibility, clip)
 
-    h = w = DEMO_SIZE
-    print(f"\nDELTA demo: {num_clips} held-out synthetic clips, {DEMO_FRAMES} frames of {h}x{w}, exact 3D ground truth")
-    print(f"model: {source}; TAP-Vid-3D metrics over every frame-0 pixel (median scaling, 256-px intrinsics)\n")
-    print(f"| {'method':28s} | APD3D | AJ3D  |  OA   | EPE2D (px) | s/clip |")
-    print(f"|{'-' * 30}|-------|-------|-------|------------|--------|")
-    summary = {}
-    for m in methods:
-        avg = {k: float(np.mean([r[k] for r in rows[m]])) for k in rows[m][0]}
-        summary[m] = {**avg, "seconds": float(np.mean(times[m]))}
-        print(f"| {m:28s} | {avg['apd3d']:.3f} | {avg['aj3d']:.3f} | {avg['oa']:.3f} | {avg['epe2d']:10.3f} | "
-              f"{np.mean(times[m]):6.2f} |")  # fmt: skip
     print(f"| {'DELTA as per-pixel sparse':28s} | {sparse_row['apd3d']:.3f} | {sparse_row['aj3d']:.3f} | "
           f"{sparse_row['oa']:.3f} | {sparse_row['epe2d']:10.3f} | {t_sparse:6.2f} |  (clip 1 only)")  # fmt: skip
     ratio = t_sparse / t_dense
     print(f"\nDense DELTA tracked all {h * w} pixels in {t_dense:.2f} s; the same model as per-pixel sparse tracks "
           f"(64 queries + anchors per call) took {t_sparse:.2f} s: {ratio:.1f}x faster dense.")  # fmt: skip
     summary["dense_vs_sparse"] = {"dense_s": t_dense, "sparse_s": t_sparse, "ratio": ratio}
-    if out_png:
-        _draw_tracks(out_png, clips[0], first_delta)
-        print(f"tracks drawn to {out_png}")
     return summary

@@ -30,10 +30,15 @@ def evaluate_dense_prediction(uv, depth, visibility, clip) -> dict:
     }
 
 
-def _tracker(checkpoint, iters=None):
+def _tracker(checkpoint):
     from .tracker import DeltaTracker
 
-    path = checkpoint or WEIGHTS
+    if not checkpoint:
+        raise ValueError(
+            "evaluation needs an explicit checkpoint (ours or an official DELTA state dict); the shipped synthetic "
+            f"micro model, if you want it, is {WEIGHTS}"
+        )
+    path = checkpoint
     if not os.path.isfile(path):
         raise ValueError(f"checkpoint not found: {path}")
     return DeltaTracker.from_checkpoint(path)
@@ -48,8 +53,8 @@ def _files(path: str, pattern: str) -> list[str]:
     return files
 
 
-def evaluate_dataset(dataset: str, path: str, checkpoint: str | None = None, limit=None, iters=None) -> dict:
-    """Per-video metrics averaged over videos. Depth must be stored with the data (``depth`` key / depth PNGs):
+def evaluate_dataset(dataset: str, path: str, checkpoint: str, limit=None, iters=None) -> dict:
+    """Per-video metrics averaged over videos, for the model in ``checkpoint`` (required; reported as "model"). Depth must be stored with the data (``depth`` key / depth PNGs):
     this package ships no monocular depth model (see ``depth.TransformersDepth`` to produce one)."""
     tracker = _tracker(checkpoint)
     per_video = []
@@ -107,4 +112,5 @@ def evaluate_dataset(dataset: str, path: str, checkpoint: str | None = None, lim
         raise ValueError(f"unknown dataset {dataset!r}: expected tapvid3d, kubric or cvo")
     out = average_over_videos(per_video)
     out["num_videos"] = len(per_video)
+    out["model"] = os.path.abspath(checkpoint)
     return out

@@ -62,6 +62,10 @@ class DeltaModel(nn.Module):
         self.track_feat_updater = nn.Sequential(nn.Linear(c, c), nn.GELU())
         self.vis_predictor = nn.Sequential(nn.Linear(c, 1))
         self.conf_predictor = nn.Sequential(nn.Linear(c, 1))
+        if cfg.zero_init_head:  # start as zero motion: every point visible and confident (logits at INIT_LOGIT)
+            for head in (self.vis_predictor[0], self.conf_predictor[0]):
+                nn.init.zeros_(head.weight)
+                nn.init.constant_(head.bias, INIT_LOGIT)
         self.upsample_transformer = AttentionUpsampler(cfg)
         self.cmdtop = CorrFeatures(cfg.corr_radius, cfg.corr_mlp_channels, cfg.corr_levels)
         # persistent buffers, as in the official module (both are part of official state dicts)

@@ -51,6 +51,8 @@ def validate_inputs(video, depth) -> tuple[torch.Tensor, torch.Tensor]:
     video, depth = _as_tensor(video, "video"), _as_tensor(depth, "depth")
     if video.dim() != 4 or video.shape[1] != 3:
         raise ValueError(f"video must have shape [T, 3, H, W], got {tuple(video.shape)}")
+    if video.shape[0] == 0:
+        raise ValueError("video has T=0 frames; at least one frame is needed")
     if depth.dim() != 3:
         raise ValueError(f"depth must have shape [T, H, W] (metres), got {tuple(depth.shape)}")
     if depth.shape[0] != video.shape[0]:
@@ -63,6 +65,11 @@ def validate_inputs(video, depth) -> tuple[torch.Tensor, torch.Tensor]:
         video = video.float()
         if not torch.isfinite(video).all() or video.min() < 0 or video.max() > 255:
             raise ValueError("float video must be finite and in [0, 255] (the official convention)")
+        if video.max() <= 1.0:
+            raise ValueError(
+                "float video has all values in [0, 1]; the tracker expects uint8 or float in [0, 255] (the official "
+                "convention): pass video * 255"
+            )
     else:
         raise TypeError(f"video must be uint8 or floating point, got {video.dtype}")
     depth = depth.float() if depth.is_floating_point() else depth.to(torch.float32)
@@ -98,7 +105,10 @@ class DeltaTracker:
         self.cfg = self.model.cfg
         self.device = torch.device(device)
         self.backend = backend
-        self.memory_budget_gb = float(memory_budget_gb)
+        budget = float(memory_budget_gb)
+        if not np.isfinite(budget) or budget <= 0:
+            raise ValueError(f"memory_budget_gb must be a positive number of GiB, got {memory_budget_gb}")
+        self.memory_budget_gb = budget
 
     @classmethod
     def from_checkpoint(cls, path, device="cpu", **kwargs) -> DeltaTracker:
@@ -114,11 +124,26 @@ class DeltaTracker:
         return max(64, int(self.memory_budget_gb * 2**30 / per_track))
 
     def _model_size(self, h: int, w: int) -> tuple[int, int]:
+        if h < 2 or w < 2:
+            raise ValueError(f"frames must be at least 2x2 pixels, got {h}x{w}")
         if self.cfg.model_resolution is not None:
-            return tuple(self.cfg.model_resolution)
-        if h % 16 or w % 16:
+            mh, mw = self.cfg.model_resolution
+        elif h % 16 or w % 16:
             raise ValueError(f"with model_resolution=None the frame size must be a multiple of 16, got {h}x{w}")
-        return h, w
+        else:
+            mh, mw = h, w
+        if (mh // 16) * (mw // 16) < 2:  # the encoder's H/16 stage needs more than one pixel (instance norm)
+            raise ValueError(
+                f"frames of {mh}x{mw} (model input) are too small: the encoder's H/16 x W/16 stage needs at least 2 "
+                "pixels, e.g. 16x32 or 32x32"
+            )
+        return mh, mw
+
+    def _check_options(self, iters, vis_threshold) -> None:
+        if iters is not None and (isinstance(iters, bool) or int(iters) != iters or iters <= 0):
+            raise ValueError(f"iters must be a positive integer, got {iters}")
+        if vis_threshold is not None and not 0.0 <= float(vis_threshold) <= 1.0:
+            raise ValueError(f"vis_threshold is a probability and must lie in [0, 1], got {vis_threshold}")
 
     def _prepare(self, video, depth):
         video, depth = validate_inputs(video, depth)
@@ -156,9 +181,10 @@ class DeltaTracker:
         Frames before ``query_frame`` are filled by tracking the time-reversed prefix (``backward``, on by default
         when ``query_frame > 0``).
         """
+        self._check_options(iters, vis_threshold)
         v, d, (h, w), (mh, mw) = self._prepare(video, depth)
         t = v.shape[1]
-        if not 0 <= int(query_frame) < t:
+        if int(query_frame) != query_frame or not 0 <= int(query_frame) < t:
             raise ValueError(f"query_frame must be in [0, {t - 1}], got {query_frame}")
         q = int(query_frame)
         backward = q > 0 if backward is None else backward
@@ -223,14 +249,33 @@ class DeltaTracker:
         Every chunk of queries is tracked together with the anchor grid in efficient mode, so a query's result does
         not depend on which other queries share its chunk (the memory budget never changes the answer).
         """
+        self._check_options(iters, vis_threshold)
+        if chunk is not None and (int(chunk) != chunk or chunk <= 0):
+            raise ValueError(f"chunk must be a positive integer, got {chunk}")
         v, d, (h, w), (mh, mw) = self._prepare(video, depth)
         t = v.shape[1]
-        q = _as_tensor(queries, "queries", allow_sequence=True).to(self.device, torch.float32)
+        q = _as_tensor(queries, "queries", allow_sequence=True)
+        if q.dim() == 1 and q.numel() == 0:
+            q = q.reshape(0, 3)
         if q.dim() != 2 or q.shape[1] not in (3, 4):
             raise ValueError(f"queries must have shape [N, 3] (t, x, y) or [N, 4], got {tuple(q.shape)}")
-        q = q[:, :3].clone()
-        if not torch.isfinite(q).all() or (q[:, 0] < 0).any() or (q[:, 0] > t - 1).any():
-            raise ValueError(f"query frames must be finite and in [0, {t - 1}]")
+        q = q[:, :3].to(self.device, torch.float32).clone()
+        if q.shape[0] == 0:  # nothing to track: an empty result
+            empty = torch.zeros(t, 0)
+            return SparseTracks(torch.zeros(t, 0, 3), torch.zeros(t, 0, 3), empty.bool(), empty, empty.clone())
+        if not torch.isfinite(q).all():
+            raise ValueError("queries contain non-finite values")
+        bad_t = (q[:, 0] < 0) | (q[:, 0] > t - 1) | (q[:, 0] != q[:, 0].round())
+        if bad_t.any():
+            i = int(torch.nonzero(bad_t)[0])
+            raise ValueError(f"query {i} has frame {q[i, 0].item()}; query frames must be integers in [0, {t - 1}]")
+        off = (q[:, 1] < 0) | (q[:, 1] > w - 1) | (q[:, 2] < 0) | (q[:, 2] > h - 1)
+        if off.any():
+            i = int(torch.nonzero(off)[0])
+            raise ValueError(
+                f"query {i} at (x, y) = ({q[i, 1].item()}, {q[i, 2].item()}) is off the image; x must lie in "
+                f"[0, {w - 1}] and y in [0, {h - 1}] (pixel centres at integers)"
+            )
         sx, sy = (mw - 1) / max(w - 1, 1), (mh - 1) / max(h - 1, 1)
         q[:, 1] *= sx
         q[:, 2] *= sy

@@ -22,6 +22,9 @@ from .embeddings import alibi_slopes
 from .encoder import ResidualBlock
 
 
+NEAREST_INIT_LOGIT = 12.0  # zero_init_head: centre-tap logit; softmax weight 1 - 24 e^-12 ~ 1 - 1.5e-4
+
+
 class _UpsampleConv(nn.Module):
     """Nearest x2 then conv3x3 (official ``Upsample(with_conv=True)``)."""
 
@@ -137,6 +140,11 @@ class AttentionUpsampler(nn.Module):
             nn.Conv2d(2 * s, 2 * fd, 7, padding=3), nn.ReLU(), nn.Conv2d(2 * fd, fd, 3, padding=1), nn.ReLU()
         )
         self.out = nn.Linear(dim, self.kernel * self.kernel)
+        if cfg.zero_init_head:  # start as nearest upsampling: all the convex weight on the centre tap
+            nn.init.zeros_(self.out.weight)
+            with torch.no_grad():
+                self.out.bias.zero_()
+                self.out.bias[(self.kernel * self.kernel) // 2] = NEAREST_INIT_LOGIT
         # a persistent buffer, as in the official module (it is part of official state dicts)
         self.register_buffer("alibi_bias", alibi_bias(cfg.upsample_heads, self.kernel))
 
