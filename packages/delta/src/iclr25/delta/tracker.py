@@ -14,6 +14,9 @@ from .geometry import as_intrinsics_matrix, uvd_to_xyz
 from .model import DeltaModel
 
 
+QUERY_TOLERANCE_PX = 1e-3  # queries may exceed the image by float round-off only
+
+
 @dataclass
 class DenseTracks:
     """Dense 3D tracks of every pixel of the query frame; all tensors on CPU, T frames, H x W pixels."""
@@ -269,7 +272,8 @@ class DeltaTracker:
         if bad_t.any():
             i = int(torch.nonzero(bad_t)[0])
             raise ValueError(f"query {i} has frame {q[i, 0].item()}; query frames must be integers in [0, {t - 1}]")
-        off = (q[:, 1] < 0) | (q[:, 1] > w - 1) | (q[:, 2] < 0) | (q[:, 2] > h - 1)
+        tol = QUERY_TOLERANCE_PX  # float round-off in stored queries (e.g. -3.6e-15) is not "off the image"
+        off = (q[:, 1] < -tol) | (q[:, 1] > w - 1 + tol) | (q[:, 2] < -tol) | (q[:, 2] > h - 1 + tol)
         if off.any():
             i = int(torch.nonzero(off)[0])
             raise ValueError(

@@ -21,7 +21,6 @@ from .attention import Mlp
 from .embeddings import alibi_slopes
 from .encoder import ResidualBlock
 
-
 NEAREST_INIT_LOGIT = 12.0  # zero_init_head: centre-tap logit; softmax weight 1 - 24 e^-12 ~ 1 - 1.5e-4
 
 
