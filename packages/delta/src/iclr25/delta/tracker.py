@@ -13,7 +13,6 @@ from .config import DeltaConfig
 from .geometry import as_intrinsics_matrix, uvd_to_xyz
 from .model import DeltaModel
 
-
 QUERY_TOLERANCE_PX = 1e-3  # queries may exceed the image by float round-off only
 
 
