@@ -120,6 +120,7 @@ class DeltaModel(nn.Module):
         keep_windows: bool = False,
         progress=None,
         with_anchors: bool | None = None,
+        encoded: tuple | None = None,
     ) -> ModelOutput:
         """video [B, T, 3, H, W] (0..255), depth [B, T, H, W] metres; sparse_queries [B, N, 3] (t, x, y) pixels.
 
@@ -127,6 +128,7 @@ class DeltaModel(nn.Module):
         ``with_anchors`` (default: dense and no sparse queries) prepends the anchor grid; ``efficient`` (default: not
         training) restricts the virtual tokens' global attention to the anchors, which makes every non-anchor sparse
         track independent of the other sparse tracks (so queries can be processed in chunks with identical results).
+        ``encoded`` = ``self.encode(video)`` reuses features computed once (e.g. for several query chunks).
         """
         cfg = self.cfg
         b, t, _, hh, ww = video.shape
@@ -135,7 +137,7 @@ class DeltaModel(nn.Module):
         efficient = (not self.training) if efficient is None else efficient
         dev, dt = video.device, video.dtype
         depth = depth.clamp(min=cfg.depth_min)
-        feats, pyramid = self.encode(video)
+        feats, pyramid = self.encode(video) if encoded is None else encoded
         depth_low = depth[:, :, ::4, ::4][:, :, :h, :w]
 
         # ---- queries: sparse (given or anchors) first, then the dense grid --------------------------------------------
