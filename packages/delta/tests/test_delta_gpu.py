@@ -37,3 +37,20 @@ def test_corr_kernel_memory_is_lean_on_cuda():
     ref_peak = torch.cuda.max_memory_allocated() - base
     assert torch.allclose(out, ref, atol=5e-2, rtol=5e-3)
     assert tri_peak < 0.5 * ref_peak  # the [B,T,N,49,C] target tensor is never built
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_paper_config_autocast_on_cuda(dtype):
+    """The paper-size configuration under fp16/bf16 autocast (the path the GPU benchmark times) stays finite and
+    close to fp32 (no TF32: fp32 matmuls exact)."""
+    clip = render_synthetic_clip(seed=0, num_frames=10, height=96, width=128)
+    torch.manual_seed(0)
+    cfg = DeltaConfig.paper().replace(model_resolution=None, anchor_grid=(9, 12))
+    tr = DeltaTracker(cfg, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = tr.track(clip.video, clip.depth, iters=2)
+    with torch.autocast("cuda", dtype=dtype):
+        low = tr.track(clip.video, clip.depth, iters=2)
+    assert torch.isfinite(low.uv).all() and torch.isfinite(low.depth).all()
+    assert (low.uv - ref.uv).abs().mean() < 1.0

@@ -226,3 +226,16 @@ def test_not_yet_queried_tracks_are_masked_from_earlier_windows():
     model.updateformer.forward = lambda *args, attn_mask=None, **kw: fwd(*args, attn_mask=None, **kw)
     a, b = run(q1), run(q2)
     assert not torch.allclose(a[0, :6, 0], b[0, :6, 0], atol=1e-6)
+
+
+def test_reusing_the_encoding_gives_identical_results():
+    """``encoded=`` (used by the dense-vs-sparse benchmark to encode once for both sides) changes nothing."""
+    torch.manual_seed(0)
+    model = DeltaModel(micro_config()).eval()
+    video, depth = random_video(t=5)
+    q = torch.tensor([[[0.0, 5.0, 7.0], [3.0, 20.0, 11.0]]])
+    with torch.no_grad():
+        enc = model.encode(video)
+        for kw in ({"dense": True}, {"sparse_queries": q, "dense": False, "with_anchors": True}):
+            a, b = model(video, depth, **kw), model(video, depth, encoded=enc, **kw)
+            assert torch.equal(a.coords, b.coords) and torch.equal(a.vis_logit, b.vis_logit)
