@@ -96,10 +96,8 @@ def main(argv=None) -> int:
     e.add_argument("--dataset", required=True, choices=["tapvid3d", "kubric", "cvo"])
     e.add_argument("--path", required=True)
     e.add_argument(
-        "--checkpoint", required=True,
-        help="checkpoint to evaluate: ours or an official DELTA state dict (the shipped synthetic micro model is "
-        "iclr25/delta/weights/delta_micro_synthetic.pt, trained on synthetic clips only)",
-    )  # fmt: skip
+        "--checkpoint", required=True, help="checkpoint to evaluate (required): ours or an official DELTA state dict"
+    )
     e.add_argument("--limit", type=int, default=None)
     e.add_argument("--iters", type=int, default=None)
     args = p.parse_args(argv)

@@ -35,8 +35,8 @@ def _tracker(checkpoint):
 
     if not checkpoint:
         raise ValueError(
-            "evaluation needs an explicit checkpoint (ours or an official DELTA state dict); the shipped synthetic "
-            f"micro model, if you want it, is {WEIGHTS}"
+            "evaluation needs an explicit checkpoint (ours or an official DELTA state dict); it never picks a model "
+            "for you"
         )
     path = checkpoint
     if not os.path.isfile(path):
