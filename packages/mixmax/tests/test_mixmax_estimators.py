@@ -29,7 +29,13 @@ def test_mixmax_recovers_population_optimum(gauss, density):
     # the groups' x-variances differ, so log P(g|x) is quadratic in x: give the ratio classifier x^2
     ratio_clf = make_pipeline(PolynomialFeatures(2), LogisticRegression())
     mm = MixMax(
-        LogisticRegression(), density=density, density_estimator=ratio_clf, tol=1e-6, max_steps=5000, cross_fit=2
+        LogisticRegression(),
+        density=density,
+        density_estimator=ratio_clf,
+        tol=1e-6,
+        max_steps=5000,
+        cross_fit=2,
+        entropy=0.0,  # the paper's objective
     )
     mm.fit(d.X, d.y, d.groups)
     assert mm.converged_ and mm.gap_ <= 1e-6
@@ -66,9 +72,9 @@ def test_classifier_density_ratio_matches_true_log_ratio():
 def test_cached_solve_equals_per_step_recompute(gauss):
     _, d, _ = gauss
     sub = np.r_[0:200, 1500:1700, 3000:3200]
-    mm = MixMax(LogisticRegression(), density="kde", step_size=0.5, max_steps=6, tol=None, cross_fit=2)
+    mm = MixMax(LogisticRegression(), density="kde", step_size=0.5, max_steps=6, tol=None, cross_fit=2, entropy=0.1)
     mm.fit_weights(d.X[sub], d.y[sub], d.groups[sub])
-    X, y, _, codes, _ = mm._prepare(d.X[sub], d.y[sub], d.groups[sub])
+    X, y, _, codes, _, _ = mm._prepare(d.X[sub], d.y[sub], d.groups[sub], reset=False)
     lam = recompute_solve(mm, mm.fold_models_, X, y, codes)
     np.testing.assert_allclose(lam, mm.weights_, rtol=1e-12)
 
@@ -122,8 +128,13 @@ def test_sample_weight_totals_follow_lambda():
     totals = np.array([w[groups == g].sum() for g in "abc"])
     np.testing.assert_allclose(totals / totals.sum(), lam)
     assert w.mean() == pytest.approx(1.0)
-    bw = balanced_sample_weight(groups)
-    np.testing.assert_allclose([bw[groups == g].sum() for g in "abc"], 60.0)
+    bw = balanced_sample_weight(groups)  # one normalisation for every arm: equal group totals, mean weight 1
+    np.testing.assert_allclose([bw[groups == g].sum() for g in "abc"], 100 / 3)
+    assert bw.mean() == pytest.approx(1.0)
+    # the official normalisation: (lambda_g / max lambda) * (n_max / n_g), by hand
+    wo = group_sample_weight(groups, lam, normalization="official")
+    np.testing.assert_allclose(wo[[0, 10, 40]], [1.0 * 60 / 10, 0.6 * 60 / 30, 0.4 * 60 / 60])
+    np.testing.assert_allclose(balanced_sample_weight(groups, "official")[[0, 10, 40]], [6.0, 2.0, 1.0])
     with pytest.raises(ValueError, match="unknown group"):
         group_sample_weight(np.array(["a", "z"]), lam, np.array(["a", "b", "c"]))
 
@@ -159,7 +170,7 @@ def test_mse_regression():
     g = np.repeat([0, 1], n)
     x = np.concatenate([rng.normal(-1, 1, n), rng.normal(1, 1, n)])
     y = np.where(g == 0, 2 * x, -x) + rng.normal(0, np.where(g == 0, 0.3, 1.0))
-    mm = MixMax(LinearRegression(), loss="mse", tol=1e-6, max_steps=3000).fit(x[:, None], y, g)
+    mm = MixMax(LinearRegression(), loss="mse", tol=1e-6, max_steps=3000, entropy=0.0).fit(x[:, None], y, g)
     assert mm.converged_
     # the noisier group (irreducible MSE 1.0 vs 0.09) dominates the worst case
     assert mm.weights_[1] > mm.weights_[0]
@@ -171,19 +182,19 @@ def test_input_errors():
     X = np.zeros((10, 2))
     y = np.array([0, 1] * 5)
     g = np.array([0] * 9 + [1])
-    with pytest.raises(ValueError, match="mismatched lengths"):
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         MixMax().fit(X, y[:9], g)
     with pytest.raises(ValueError, match="fewer than cross_fit"):
-        MixMax(LogisticRegression()).fit_weights(X, y, g)
-    with pytest.raises(ValueError, match="at least 2 classes"):
+        MixMax(LogisticRegression(), cross_fit=2).fit_weights(X, y, g)
+    with pytest.raises(ValueError, match="1 class"):
         MixMax(LogisticRegression()).fit_weights(X, np.zeros(10), np.zeros(10))
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="Expected 2D array"):
         MixMax().fit(np.zeros(10), y, g)
     with pytest.raises(ValueError, match="cross_fit"):
-        MixMax(cross_fit=1)
+        MixMax(cross_fit=1).fit(X, y, g)
     with pytest.raises(ValueError, match="density"):
-        MixMax(density="histogram")
+        MixMax(density="histogram").fit(X, y, g)
     with pytest.raises(ValueError, match="not fitted"):
         MixMax().predict(X)
     with pytest.raises(ValueError, match="loss"):
-        MixMax(loss="hinge")
+        MixMax(loss="hinge").fit(X, y, g)

@@ -2,7 +2,13 @@
 
 from .baselines import GroupDROLoss
 from .density import ClassifierDensityRatio, GaussianKDE, GroupKDE
-from .estimators import MixMax, balanced_sample_weight, erm_sample_weight, group_sample_weight
+from .estimators import (
+    MixMax,
+    SeparableGroupsWarning,
+    balanced_sample_weight,
+    erm_sample_weight,
+    group_sample_weight,
+)
 from .objective import RiskCache, mixture_log_posterior
 from .solvers import DiscreteSolution, MirrorAscentResult, group_dro_discrete, mirror_ascent, solve_discrete
 
@@ -11,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "solve_discrete",
     "MixMax",
+    "SeparableGroupsWarning",
     "GaussianKDE",
     "balanced_sample_weight",
     "GroupDROLoss",

@@ -66,6 +66,11 @@ class GroupDROLoss(nn.Module):
             raise ValueError(
                 f"losses and groups must be 1-D of equal length, got {tuple(losses.shape)}, {tuple(groups.shape)}"
             )
+        if groups.is_floating_point() or groups.is_complex() or groups.dtype == torch.bool:
+            raise TypeError(f"groups must be an integer tensor of group codes, got {groups.dtype}")
+        if not bool(torch.isfinite(losses).all()):
+            bad = int(torch.nonzero(~torch.isfinite(losses))[0])
+            raise ValueError(f"losses contain NaN or infinite values (first at batch index {bad})")
         groups = groups.long()
         if groups.numel() and (groups.min() < 0 or groups.max() >= self.n_groups):
             raise ValueError(f"groups must be codes in 0..{self.n_groups - 1}")

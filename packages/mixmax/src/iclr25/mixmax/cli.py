@@ -1,4 +1,4 @@
-"""Command line: ``python -m iclr25.mixmax demo`` and ``python -m iclr25.mixmax fit --csv FILE ...``."""
+"""Command line: ``python -m iclr25.mixmax demo | study | fit --csv FILE ...``."""
 
 from __future__ import annotations
 
@@ -12,124 +12,89 @@ import numpy as np
 
 from ._validation import encode_groups
 from .config import XGBDefaults
-from .estimators import MixMax, balanced_sample_weight, group_sample_weight
-from .metrics import group_accuracy, group_log_loss
+from .estimators import MixMax
 
-__all__ = ["main", "run_demo", "format_table"]
+__all__ = ["main", "run_experiment", "format_result"]
 
 
-def _xgb(n_estimators: int, max_depth: int, seed: int):
+def _xgb(n_estimators: int, max_depth: int, seed: int, n_jobs: int | None = None):
     from xgboost import XGBClassifier
 
     return XGBClassifier(
-        n_estimators=n_estimators, max_depth=max_depth, learning_rate=XGBDefaults.learning_rate, random_state=seed
+        n_estimators=n_estimators,
+        max_depth=max_depth,
+        learning_rate=XGBDefaults.learning_rate,
+        random_state=seed,
+        n_jobs=n_jobs,
     )
 
 
-def _evaluate(model, X, y, groups) -> dict:
-    proba = np.asarray(model.predict_proba(X))
-    acc = group_accuracy(y, proba.argmax(axis=1), groups)
-    ll = group_log_loss(y, proba, groups)
-    return {
-        "worst_acc": min(acc.values()),
-        "worst_logloss": max(ll.values()),
-        "avg_acc": float(np.mean(proba.argmax(axis=1) == y)),
-        "group_acc": acc,
-        "group_logloss": ll,
-    }
-
-
-def run_demo(
-    n_train: int = 16000,
-    seed: int = 0,
-    n_estimators: int = XGBDefaults.n_estimators,
-    max_depth: int = XGBDefaults.max_depth,
-    group: str = "race",
-    log=print,
+def run_experiment(
+    seeds, settings=None, split: str = "test", arms: str = "demo", fairlearn: bool = True, jtt: bool = True, log=print
 ) -> dict:
-    """ERM vs group balancing vs MixMax with XGBoost on UCI Adult (train subsample -> the full Adult test split)."""
-    from .data import load_adult
+    """Run the multi-seed Adult experiment: ``arms="demo"`` (ERM, balancing, MixMax, fairlearn, JTT) or "study"
+    (MixMax variants for choosing the defaults; use ``split="val"``). Returns summary rows, the paired bootstrap of
+    MixMax (defaults) - balancing (demo) and the raw per-seed results."""
+    from . import experiments as ex
 
-    t0 = time.perf_counter()
-    tr, te = load_adult("train", group=group), load_adult("test", group=group)
-    if n_train < len(tr):
-        tr = tr.subset(np.sort(np.random.default_rng(seed).choice(len(tr), n_train, replace=False)))
-    labels = np.unique(tr.groups)
+    settings = settings or ex.DemoSettings()
+    arm_fns = ex.demo_arms(settings, fairlearn, jtt) if arms == "demo" else ex.study_arms(settings)
     log(
-        f"Adult ({group} groups): {len(tr)} training rows (subsample of 32,561), {len(te)} test rows; "
-        f"XGBoost n_estimators={n_estimators}, max_depth={max_depth}"
+        f"Adult ({settings.group} groups), {len(seeds)} seeds {list(seeds)}: {settings.n_train} training rows per "
+        f"seed, evaluated on {'adult.test' if split == 'test' else 'the remaining adult.data rows'}; XGBoost "
+        f"n_estimators={settings.n_estimators}, max_depth={settings.max_depth} for every arm"
     )
-    est = _xgb(n_estimators, max_depth, seed)
-    counts = np.array([tr.group_counts()[g] for g in labels], dtype=np.float64)
-    rows = []
+    t0 = time.perf_counter()
+    import warnings
 
-    def add(name, model, weights, extra=None):
-        r = {"method": name, "weights": dict(zip(labels.tolist(), np.round(weights, 4).tolist()))}
-        r.update(_evaluate(model, te.X, te.y, te.groups))
-        r.update(extra or {})
-        rows.append(r)
-        log(f"  {name}: done at {time.perf_counter() - t0:.0f}s")
+    from .estimators import SeparableGroupsWarning
 
-    from sklearn.base import clone
-
-    add("ERM", clone(est).fit(tr.X, tr.y), counts / counts.sum())
-    add(
-        "Group balancing",
-        clone(est).fit(tr.X, tr.y, sample_weight=balanced_sample_weight(tr.groups)),
-        np.full(len(labels), 1.0 / len(labels)),
-    )
-
-    def add_mixmax(name, mm, res):
-        w = group_sample_weight(tr.groups, res.weights, mm.groups_)
-        add(
-            name,
-            clone(est).fit(tr.X, tr.y, sample_weight=w),
-            res.weights,
-            {
-                "gap": res.gap,
-                "n_steps": res.n_steps,
-                "converged": bool(res.converged),
-                "risks": dict(zip(labels.tolist(), np.round(res.group_risks, 4).tolist())),
-            },
-        )
-
-    # in-sample risks (official data reuse, raw-feature KDE): one cache, two solvers
-    official = MixMax.official(est, random_state=seed).fit_weights(tr.X, tr.y, tr.groups)
-    add_mixmax("MixMax official preset (in-sample, 20 x eta=0.1)", official, official.solve_)
-    converged = MixMax.official(est, step_size=1.0, max_steps=2000, tol=1e-4)
-    add_mixmax("MixMax in-sample, to gap 1e-4", official, converged.solve(official.cache_))
-    # ours: 2-fold cross-fitted risks, standardised KDE, run to the duality gap
-    cf = MixMax(est, density="kde", cross_fit=2, random_state=seed).fit_weights(tr.X, tr.y, tr.groups)
-    add_mixmax("MixMax 2-fold cross-fit, to gap 1e-4", cf, cf.solve_)
-    return {
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SeparableGroupsWarning)
+        runs = [ex.run_seed(s, settings, arm_fns, split, log) for s in seeds]
+    rows = ex.summarise(runs)
+    out = {
         "rows": rows,
-        "groups": labels.tolist(),
-        "n_train": len(tr),
-        "n_test": len(te),
+        "groups": runs[0]["labels"],
+        "seeds": list(seeds),
+        "split": split,
+        "settings": dict(settings.__dict__),
         "seconds": time.perf_counter() - t0,
-        "params": {
-            "n_train": n_train,
-            "seed": seed,
-            "n_estimators": n_estimators,
-            "max_depth": max_depth,
-            "group": group,
-        },
+        "warnings": sorted({str(w.message) for w in caught}),
+        "per_seed": [
+            {
+                "seed": r["seed"],
+                "arms": {k: {m: v[m] for m in ("worst_acc", "worst_logloss", "avg_acc")} for k, v in r["arms"].items()},
+                "info": r["info"],
+            }
+            for r in runs
+        ],
     }
+    names = [r["method"] for r in rows]
+    if "Group balancing" in names:
+        out["bootstrap"] = {
+            a: ex.paired_bootstrap(runs, a, "Group balancing")
+            for a in names
+            if a.startswith(("MixMax", "cross", "in-"))
+        }
+    return out
 
 
-def format_table(result: dict) -> str:
-    head = f"| {'method':<50} | worst-group acc | worst-group log-loss | avg acc |"
-    lines = [head, "|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|"]
-    for r in result["rows"]:
-        lines.append(
-            f"| {r['method']:<50} | {r['worst_acc']:>15.4f} | {r['worst_logloss']:>20.4f} | {r['avg_acc']:>7.4f} |"
-        )
-    lines.append("")
-    lines.append("mixture weights lambda (" + ", ".join(result["groups"]) + "):")
-    for r in result["rows"]:
-        w = ", ".join(f"{v:.3f}" for v in r["weights"].values())
-        extra = f"  (gap {r['gap']:.2e} after {r['n_steps']} steps)" if "gap" in r else ""
-        lines.append(f"  {r['method']:<50} [{w}]{extra}")
+def format_result(result: dict) -> str:
+    from .experiments import format_summary
+
+    lines = [format_summary(result["rows"], result["groups"])]
+    if result.get("bootstrap"):
+        lines.append("")
+        lines.append("paired bootstrap, arm - Group balancing (seeds and evaluation rows resampled; 95% interval):")
+        for name, b in result["bootstrap"].items():
+            a, ll = b["acc"], b["logloss"]
+            lines.append(
+                f"  {name:<48} worst-group acc {a[0]:+.4f} [{a[1]:+.4f}, {a[2]:+.4f}]   "
+                f"worst-group log-loss {ll[0]:+.4f} [{ll[1]:+.4f}, {ll[2]:+.4f}]"
+            )
+    for w in result.get("warnings", []):
+        lines.append(f"warning seen: {w[:160]}")
     return "\n".join(lines)
 
 
@@ -145,12 +110,19 @@ def _read_csv(path: str, target: str, group: str, features: list[str] | None):
         raise ValueError(f"{path} has no data rows")
     feats = features or [c for c in names if c not in (target, group)]
     X = np.empty((len(rows), len(feats)))
+    for i, r in enumerate(rows):
+        missing = [c for c in [target, group] + feats if r.get(c) is None or r[c].strip() == ""]
+        if missing:
+            raise ValueError(f"{path}, line {i + 2}: missing value in column(s) {missing}")
     for j, c in enumerate(feats):
         vals = [r[c] for r in rows]
         try:
             X[:, j] = np.array(vals, dtype=np.float64)
         except ValueError:  # categorical: integer codes
             _, X[:, j] = np.unique(np.array(vals), return_inverse=True)
+        if not np.all(np.isfinite(X[:, j])):
+            i = int(np.flatnonzero(~np.isfinite(X[:, j]))[0])
+            raise ValueError(f"{path}, line {i + 2}, column {c!r}: value {vals[i]!r} is not finite")
     return X, np.array([r[target] for r in rows]), np.array([r[group] for r in rows]), feats
 
 
@@ -159,8 +131,9 @@ def _fit_command(a) -> int:
 
     X, y, g, feats = _read_csv(a.csv, a.target, a.group, a.features.split(",") if a.features else None)
     encode_groups(g)
+    kw = {} if a.entropy is None else {"entropy": a.entropy}
     mm = MixMax(
-        _xgb(a.n_estimators, a.max_depth, a.seed),
+        _xgb(a.n_estimators, a.max_depth, a.seed, a.n_jobs),
         density=a.density,
         cross_fit=a.cross_fit if a.cross_fit >= 2 else None,
         step_size=a.step_size,
@@ -168,6 +141,7 @@ def _fit_command(a) -> int:
         tol=a.tol,
         random_state=a.seed,
         verbose=True,
+        **kw,
     )
     mm.fit_weights(X, y, g)
     out = {
@@ -194,39 +168,64 @@ def _fit_command(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m iclr25.mixmax", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="ERM vs balancing vs MixMax with XGBoost on UCI Adult (race groups)")
-    d.add_argument("--n-train", type=int, default=16000)
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--n-estimators", type=int, default=XGBDefaults.n_estimators)
-    d.add_argument("--max-depth", type=int, default=XGBDefaults.max_depth)
+    d = sub.add_parser("demo", help="ERM, balancing, MixMax, fairlearn and JTT with XGBoost on UCI Adult, 5 seeds")
+    d.add_argument("--seeds", type=int, default=5, help="number of seeds (subsample and model seeds 0..S-1)")
+    d.add_argument("--n-train", type=int, default=None, help="training rows per seed (default 6000; --long 16000)")
+    d.add_argument("--long", action="store_true", help="10 seeds, 16000 rows, official XGBoost 200 trees depth 8")
+    d.add_argument("--no-fairlearn", action="store_true")
+    d.add_argument("--no-jtt", action="store_true")
     d.add_argument("--group", choices=["race", "sex"], default="race")
-    d.add_argument("--json", default=None, help="also write the table as JSON here")
+    d.add_argument("--png", default=None, help="write the worst-group accuracy chart (PNG) here")
+    d.add_argument("--json", default=None, help="also write the results as JSON here")
+    st = sub.add_parser("study", help="the robust-defaults study: MixMax variants on a validation split, S seeds")
+    st.add_argument("--seeds", type=int, default=5)
+    st.add_argument("--n-train", type=int, default=None)
+    st.add_argument("--json", default=None)
     f = sub.add_parser("fit", help="MixMax weights for your own CSV table")
     f.add_argument("--csv", required=True)
     f.add_argument("--target", required=True)
     f.add_argument("--group", required=True)
     f.add_argument("--features", default=None, help="comma-separated feature columns (default: all others)")
     f.add_argument("--density", choices=["kde", "classifier"], default="kde")
-    f.add_argument("--cross-fit", type=int, default=2, help="folds; 0 = in-sample risks (official)")
+    f.add_argument("--cross-fit", type=int, default=0, help="folds; 0 = in-sample risks (official and default)")
     f.add_argument("--step-size", type=float, default=1.0)
     f.add_argument("--max-steps", type=int, default=2000)
     f.add_argument("--tol", type=float, default=1e-4)
+    f.add_argument("--entropy", type=float, default=None, help="entropy regularisation tau (default: MixMax's)")
     f.add_argument("--n-estimators", type=int, default=XGBDefaults.n_estimators)
     f.add_argument("--max-depth", type=int, default=XGBDefaults.max_depth)
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--n-jobs", type=int, default=None, help="XGBoost threads (default: all cores)")
+    f.add_argument("--n-jobs", type=int, default=None, help="XGBoost threads (default: XGBoost's, all cores)")
     f.add_argument("--out", default=None, help="write the weights as JSON here")
     a = p.parse_args(argv)
-    if a.cmd == "demo":
-        res = run_demo(a.n_train, a.seed, a.n_estimators, a.max_depth, a.group)
+    if a.cmd in ("demo", "study"):
+        from .experiments import DemoSettings, plot_worst_group
+
+        if a.cmd == "demo" and a.long:
+            settings = DemoSettings(n_train=a.n_train or 16000, n_estimators=200, max_depth=8, group=a.group)
+            seeds = range(max(a.seeds, 10))
+        else:
+            kw = {"group": a.group} if a.cmd == "demo" else {}
+            settings = DemoSettings(n_train=a.n_train or DemoSettings.n_train, **kw)
+            seeds = range(a.seeds)
+        if a.cmd == "demo":
+            res = run_experiment(seeds, settings, "test", "demo", not a.no_fairlearn, not a.no_jtt)
+        else:
+            res = run_experiment(seeds, settings, "val", "study")
         print()
-        print(format_table(res))
+        print(format_result(res))
         print(f"\ntotal {res['seconds']:.0f}s")
+        if a.cmd == "demo" and a.png:
+            plot_worst_group(
+                res["rows"], a.png, f"Adult ({settings.group}), {len(res['seeds'])} seeds, {settings.n_train} rows"
+            )
+            print(f"wrote {a.png}")
         if a.json:
             from iclr25.shared import atomic_write
 
             with atomic_write(a.json, "w") as fh:
-                json.dump(res, fh, indent=2)
+                json.dump(res, fh, indent=2, default=float)
+            print(f"wrote {a.json}")
         return 0
     try:
         return _fit_command(a)

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import torch
 
-from ._validation import as_2d_float
+from ._validation import as_2d_float, check_sample_weight
 from .kernels import kde_log_density
 
 __all__ = ["GaussianKDE", "GroupKDE", "ClassifierDensityRatio", "bandwidth_rule"]
@@ -65,10 +65,22 @@ class GaussianKDE:
             return X
         return torch.as_tensor(as_2d_float(X, name), dtype=self.dtype, device=self.device)
 
-    def fit(self, X) -> GaussianKDE:
+    def fit(self, X, sample_weight=None) -> GaussianKDE:
+        """Fit on rows X; optional nonnegative ``sample_weight`` (rows of weight 0 are left out, and the rules of
+        thumb count the rows of positive weight). A weighted KDE runs on the torch backend."""
         t = self._tensor(X, "X")
         if t.shape[0] == 0:
             raise ValueError("GaussianKDE.fit needs at least one row")
+        if not t.is_floating_point():
+            raise TypeError(f"X must be a floating-point tensor, got {t.dtype}; convert it first")
+        self.log_weights_ = None
+        if sample_weight is not None:
+            w = check_sample_weight(sample_weight, t.shape[0])
+            keep = w > 0
+            t = t[torch.as_tensor(keep, device=t.device)]
+            w = w[keep]
+            if not np.allclose(w, w[0]):
+                self.log_weights_ = torch.as_tensor(np.log(w / w.sum()), dtype=t.dtype, device=t.device)
         self.train_ = t.detach()
         self.n_, self.d_ = t.shape
         self.bandwidth_ = bandwidth_rule(self.bandwidth, self.n_, self.d_)
@@ -83,35 +95,51 @@ class GaussianKDE:
         if q.shape[1] != self.d_:
             raise ValueError(f"X has {q.shape[1]} features, the KDE was fitted on {self.d_}")
         train = self.train_.to(device=q.device, dtype=q.dtype)
-        out = kde_log_density(q, train, self.bandwidth_, backend=self.backend)
+        lw = None if self.log_weights_ is None else self.log_weights_.to(device=q.device, dtype=q.dtype)
+        out = kde_log_density(q, train, self.bandwidth_, backend=self.backend, log_weights=lw)
         return out if is_tensor else out.detach().cpu().numpy().astype(np.float64)
 
     score_samples = log_density
 
 
 class GroupKDE:
-    """One :class:`GaussianKDE` per group on globally standardised features (official: raw features)."""
+    """One :class:`GaussianKDE` per group on globally standardised features (official: raw features).
 
-    def __init__(self, bandwidth: str | float = "scott", standardize: bool = True, backend: str = "auto"):
+    ``backend``/``device``/``dtype`` go to every :class:`GaussianKDE`: e.g. ``device="cuda"`` runs the fused Triton
+    kernel (fp32) with ``backend="auto"``; on CPU the chunked float64 torch path is used.
+    """
+
+    def __init__(
+        self,
+        bandwidth: str | float = "scott",
+        standardize: bool = True,
+        backend: str = "auto",
+        device=None,
+        dtype=torch.float64,
+    ):
         self.bandwidth = bandwidth
         self.standardize = standardize
         self.backend = backend
+        self.device = device
+        self.dtype = dtype
 
     def _scale(self, X: np.ndarray) -> np.ndarray:
         return (X - self.mean_) / self.scale_ if self.standardize else X
 
-    def fit(self, X, groups: np.ndarray, n_groups: int) -> GroupKDE:
+    def fit(self, X, groups: np.ndarray, n_groups: int, sample_weight=None) -> GroupKDE:
         X = as_2d_float(X)
-        self.mean_ = X.mean(axis=0)
-        sd = X.std(axis=0)
+        w = check_sample_weight(sample_weight, len(X))
+        self.mean_ = np.average(X, axis=0, weights=w)
+        sd = np.sqrt(np.average((X - self.mean_) ** 2, axis=0, weights=w))
         self.scale_ = np.where(sd > 0, sd, 1.0)
         Z = self._scale(X)
         self.kdes_ = []
         for g in range(n_groups):
-            rows = Z[groups == g]
-            if len(rows) == 0:
-                raise ValueError(f"group {g} has no rows to fit its density on")
-            self.kdes_.append(GaussianKDE(self.bandwidth, backend=self.backend).fit(rows))
+            sel = (groups == g) & (w > 0)
+            if not np.any(sel):
+                raise ValueError(f"group {g} has no rows (of positive weight) to fit its density on")
+            kde = GaussianKDE(self.bandwidth, backend=self.backend, dtype=self.dtype, device=self.device)
+            self.kdes_.append(kde.fit(Z[sel], None if sample_weight is None else w[sel]))
         return self
 
     def log_density_matrix(self, X) -> np.ndarray:
@@ -131,11 +159,12 @@ class ClassifierDensityRatio:
         self.estimator = estimator
         self.eps = eps
 
-    def fit(self, X, groups: np.ndarray, n_groups: int) -> ClassifierDensityRatio:
+    def fit(self, X, groups: np.ndarray, n_groups: int, sample_weight=None) -> ClassifierDensityRatio:
         from sklearn.base import clone
 
         X = as_2d_float(X)
-        counts = np.bincount(groups, minlength=n_groups)
+        w = check_sample_weight(sample_weight, len(X))
+        counts = np.bincount(groups, weights=w, minlength=n_groups)
         if np.any(counts == 0):
             raise ValueError(f"every group needs rows to fit the group classifier, got counts {counts.tolist()}")
         if n_groups == 1:
@@ -147,7 +176,7 @@ class ClassifierDensityRatio:
                 est = XGBClassifier(n_estimators=100, max_depth=4, learning_rate=0.1, n_jobs=None)
             else:
                 est = clone(self.estimator)
-            self.model_ = est.fit(X, groups)
+            self.model_ = est.fit(X, groups) if sample_weight is None else est.fit(X, groups, sample_weight=w)
         self.log_prior_ = np.log(counts / counts.sum())
         self.n_groups_ = n_groups
         return self

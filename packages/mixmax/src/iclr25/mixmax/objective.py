@@ -83,6 +83,7 @@ class RiskCache:
         y: MSE only: the observed targets [N].
         loss: "ce" or "mse".
         eps: CE clipping: per-row loss is -log(max(f, eps)).
+        weights: optional nonnegative row weights [N]; risks are then weighted means within each group.
     """
 
     groups: np.ndarray
@@ -92,6 +93,7 @@ class RiskCache:
     loss: str = "ce"
     y: np.ndarray | None = None
     eps: float = 1e-6
+    weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.loss not in ("ce", "mse"):
@@ -103,10 +105,24 @@ class RiskCache:
             )
         if self.loss == "mse" and (self.y is None or len(self.y) != n):
             raise ValueError("loss='mse' needs y with one target per evaluation row")
-        self.counts = np.bincount(self.groups, minlength=self.n_groups).astype(np.float64)
+        if self.weights is not None and (self.weights.shape != (n,) or np.any(~(self.weights >= 0))):
+            raise ValueError(f"weights must be {n} nonnegative row weights")
+        self.counts = np.bincount(self.groups, weights=self.weights, minlength=self.n_groups).astype(np.float64)
         self._joint = self.log_px + self.target if self.loss == "ce" else None  # log p_h(x) + log p_h(y|x)
         if np.any(self.counts == 0):
             raise ValueError(f"every group needs at least one evaluation row, got counts {self.counts.tolist()}")
+
+    def own_group_margin(self) -> np.ndarray:
+        """Per row: log p_own(x) - logsumexp_{h != own} log p_h(x), in nats (+inf for a single group).
+
+        When this margin is large for (nearly) every row, the groups are separable in x: f_lambda(y|x) is the
+        row's own group model for every interior lambda, the risks do not depend on lambda, L is linear and its
+        maximiser is a vertex (the hardest group) although every interior lambda gives the same f_lambda.
+        """
+        n = len(self.groups)
+        own = self.log_px[np.arange(n), self.groups]
+        others = np.where(np.eye(self.n_groups, dtype=bool)[self.groups], -np.inf, self.log_px)
+        return own - _lse_rows(others)
 
     def row_losses(self, lam: np.ndarray) -> np.ndarray:
         """Per-row loss of f_lambda [N]."""
@@ -118,7 +134,10 @@ class RiskCache:
 
     def risks(self, lam: np.ndarray) -> np.ndarray:
         """Per-group risks R_g(f_lambda) [G]: the gradient of the MixMax objective."""
-        return np.bincount(self.groups, weights=self.row_losses(lam), minlength=self.n_groups) / self.counts
+        loss = self.row_losses(lam)
+        if self.weights is not None:
+            loss = loss * self.weights
+        return np.bincount(self.groups, weights=loss, minlength=self.n_groups) / self.counts
 
 
 # ----------------------------------------------------------------------------------------------- discrete tables

@@ -43,6 +43,7 @@ def recompute_solve(mm: MixMax, fitted: list, X: np.ndarray, y: np.ndarray, code
             None if mm.loss == "ce" else y[rows],
             mm.eps,
         )
-        log_lam = log_lam + mm.step_size * cache.risks(np.exp(log_lam))
+        risks = cache.risks(np.exp(log_lam))
+        log_lam = log_lam + mm.step_size * (risks - mm.entropy * log_lam if mm.entropy else risks)
         log_lam -= logsumexp(log_lam)
     return np.exp(log_lam)

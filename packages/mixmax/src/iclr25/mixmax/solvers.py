@@ -43,6 +43,16 @@ def _check_step(step_size: float, max_steps: int, tol: float | None) -> None:
         raise ValueError(f"tol must be None or >= 0, got {tol!r}")
 
 
+def _value_gap(lam: np.ndarray, risks: np.ndarray, log_lam: np.ndarray, entropy: float) -> tuple[float, float]:
+    """(L(lambda) + tau H(lambda), Frank-Wolfe gap of that objective)."""
+    if not entropy:
+        value = float(lam @ risks)
+        return value, float(risks.max() - value)
+    safe = np.where(lam > 0, log_lam, 0.0)
+    d = risks - entropy * safe
+    return float(lam @ risks - entropy * (lam @ safe)), float(d.max() - lam @ d)
+
+
 def mirror_ascent(
     risk_fn: Callable[[np.ndarray], np.ndarray],
     n_groups: int,
@@ -51,10 +61,18 @@ def mirror_ascent(
     max_steps: int = MirrorAscentConfig.max_steps,
     tol: float | None = MirrorAscentConfig.tol,
     average: bool = False,
+    entropy: float = 0.0,
     init: np.ndarray | None = None,
     callback: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
 ) -> MirrorAscentResult:
-    """Maximise L(lambda) = <lambda, R(lambda)> over the simplex given risk_fn(lambda) = R(lambda) = grad L.
+    """Maximise L(lambda) + entropy * H(lambda) over the simplex given risk_fn(lambda) = R(lambda) = grad L.
+
+    ``entropy`` = tau >= 0 adds tau * H(lambda), H(lambda) = -sum_g lambda_g log lambda_g (0: the paper's problem).
+    The gradient becomes R_g - tau (log lambda_g + 1); when f_lambda does not depend on lambda the maximiser is
+    softmax(R / tau), so tau interpolates between MixMax (tau -> 0) and uniform group weights (tau -> inf). The
+    reported ``gap`` is the Frank-Wolfe gap of the regularised objective, max_g D_g - <lambda, D> with
+    D = R - tau log lambda (for tau = 0: max_g R_g - L(lambda)). It is an *empirical* gap: it is computed from the
+    estimated risks, so it certifies optimality of the estimated problem only, not of the population problem.
 
     Update (in log space, so weights never underflow to exactly 0): log lambda <- log lambda + eta R;
     log lambda <- log lambda - logsumexp(log lambda). Starts at ``init`` (default uniform). Stops when the duality
@@ -63,6 +81,10 @@ def mirror_ascent(
     ``step_size=0.1, max_steps=20, tol=None`` (:data:`iclr25.mixmax.config.OFFICIAL`).
     """
     _check_step(step_size, max_steps, tol)
+    if not (np.isfinite(entropy) and entropy >= 0):
+        raise ValueError(f"entropy must be a finite float >= 0, got {entropy!r}")
+    if entropy * step_size >= 1:
+        raise ValueError(f"entropy * step_size must be < 1 for the update to contract, got {entropy * step_size}")
     if n_groups < 1:
         raise ValueError(f"n_groups must be >= 1, got {n_groups}")
     if init is None:
@@ -82,8 +104,7 @@ def mirror_ascent(
         risks = np.asarray(risk_fn(lam), dtype=np.float64)
         if risks.shape != (n_groups,) or not np.all(np.isfinite(risks)):
             raise ValueError(f"risk_fn must return {n_groups} finite risks, got {risks}")
-        value = float(lam @ risks)
-        gap = float(risks.max() - value)
+        value, gap = _value_gap(lam, risks, log_lam, entropy)
         history["value"].append(value)
         history["gap"].append(gap)
         history["weights"].append(lam.copy())
@@ -95,14 +116,14 @@ def mirror_ascent(
             break
         if steps >= max_steps:
             break
-        log_lam = log_lam + step_size * risks
+        log_lam = log_lam + step_size * (risks - entropy * log_lam) if entropy else log_lam + step_size * risks
         log_lam = log_lam - logsumexp(log_lam)
         steps += 1
     if average:
         lam = avg / avg.sum()
         risks = np.asarray(risk_fn(lam), dtype=np.float64)
-        value = float(lam @ risks)
-        gap = float(risks.max() - value)
+        with np.errstate(divide="ignore"):
+            value, gap = _value_gap(lam, risks, np.log(lam), entropy)
         converged = tol is not None and gap <= tol
     return MirrorAscentResult(lam, value, risks, gap, steps, converged, history)
 

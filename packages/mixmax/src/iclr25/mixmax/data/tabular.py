@@ -44,8 +44,13 @@ ACS_INCOME_FEATURES = ["AGEP", "COW", "SCHL", "MAR", "OCCP", "POBP", "RELP", "WK
 _ACS_SETS = {"all": ACS_INCOME_FEATURES, "two": ["AGEP", "SCHL"], "one": ["AGEP"]}
 
 
-def _float(v: str) -> float:
-    return float(v) if v.strip() not in ("", "NA", "nan") else np.nan
+def _float(v: str, where: str) -> float:
+    if v is None or v.strip() in ("", "NA", "nan"):
+        return np.nan
+    try:
+        return float(v)
+    except ValueError as exc:
+        raise ValueError(f"{where}: expected a number, got {v!r}") from exc
 
 
 def load_acs_income(path, group: str = "SEX", features: str = "all", threshold: float = 50000.0) -> TabularData:
@@ -70,8 +75,10 @@ def load_acs_income(path, group: str = "SEX", features: str = "all", threshold: 
             raise ValueError(f"{path} lacks ACSIncome columns {sorted(missing)}")
         has_w = "PWGTP" in reader.fieldnames
         rows = []
-        for r in reader:
-            vals = {k: _float(r[k]) for k in need | ({"PWGTP"} if has_w else set())}
+        for lineno, r in enumerate(reader, start=2):
+            vals = {
+                k: _float(r[k], f"{path}, line {lineno}, column {k!r}") for k in need | ({"PWGTP"} if has_w else set())
+            }
             if not (vals["AGEP"] > 16 and vals["PINCP"] > 100 and vals["WKHP"] > 0):
                 continue
             if has_w and not vals["PWGTP"] >= 1:
@@ -82,6 +89,8 @@ def load_acs_income(path, group: str = "SEX", features: str = "all", threshold: 
     X = np.array([[r[c] for c in cols] for r in rows], dtype=np.float64)
     X = np.where(np.isnan(X), -1.0, X)
     y = np.array([r["PINCP"] > threshold for r in rows], dtype=np.int64)
+    if any(np.isnan(r[group]) for r in rows):
+        raise ValueError(f"{path}: the group column {group!r} has missing values")
     g = np.array([int(r[group]) for r in rows], dtype=np.int64)
     return TabularData(X, y, g, list(cols))
 
@@ -116,10 +125,15 @@ def load_celeba_attributes(
         raise ValueError(f"{path}: header says {count} images, found {len(body)} rows")
     for i, row in enumerate(body):
         if len(row) != len(names) + 1:
-            raise ValueError(f"{path}: row {i + 3} has {len(row) - 1} values, expected {len(names)}")
-    A = np.array([[int(v) for v in row[1:]] for row in body], dtype=np.int64)
-    if not np.all(np.isin(A, (-1, 1))):
-        raise ValueError(f"{path}: attribute values must be -1 or 1")
+            raise ValueError(f"{path}: line {i + 3} has {len(row) - 1} values, expected {len(names)}")
+    A = np.zeros((len(body), len(names)), dtype=np.int64)
+    for i, row in enumerate(body):
+        for j, v in enumerate(row[1:]):
+            if v not in ("-1", "1"):
+                raise ValueError(
+                    f"{path}: line {i + 3}, column {names[j]!r}: attribute values must be -1 or 1, got {v!r}"
+                )
+            A[i, j] = int(v)
     A = (A > 0).astype(np.int64)
     for name in (target, group):
         if name not in names:
