@@ -98,3 +98,14 @@ def test_group_dro_checkpoint_resume():
     for losses, groups in batches[2:]:
         assert a(losses, groups).item() == b(losses, groups).item()
     assert torch.equal(a.adv_probs, b.adv_probs) and torch.equal(a.avg_probs, b.avg_probs)
+
+
+def test_group_dro_rejects_nan_losses_and_float_groups():
+    from iclr25.mixmax import GroupDROLoss
+
+    loss = GroupDROLoss(3)
+    with pytest.raises(ValueError, match="NaN.*index 1"):
+        loss(torch.tensor([0.1, float("nan")]), torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match="integer tensor"):
+        loss(torch.tensor([0.1, 0.2]), torch.tensor([0.0, 1.0]))
+    assert torch.equal(loss.adv_probs, torch.full((3,), 1 / 3))  # nothing was updated by the rejected calls

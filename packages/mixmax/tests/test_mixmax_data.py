@@ -128,3 +128,24 @@ def test_synthetic_generators():
         assert d.y[d.groups == g].mean() == pytest.approx((gg.table()[g, :, 1]).sum(), abs=0.03)
     with pytest.raises(ValueError, match="equal lengths"):
         TabularData(np.zeros((2, 1)), np.zeros(3), np.zeros(2), ["a"])
+
+
+def test_parser_errors_name_line_and_column(tmp_path):
+    _write_adult(tmp_path)
+    text = (tmp_path / "adult.data").read_text().replace("77516", "n/a")
+    (tmp_path / "adult.data").write_text(text)
+    with pytest.raises(ValueError, match=r"adult.data, line 1, column 'fnlwgt': expected a number, got 'n/a'"):
+        load_adult(path=tmp_path)
+    _write_adult(tmp_path)
+    (tmp_path / "adult.data").write_text((tmp_path / "adult.data").read_text().replace(">50K", "rich"))
+    with pytest.raises(ValueError, match=r"adult.data, line 2, column 'income'"):
+        load_adult(path=tmp_path)
+    header = "AGEP,COW,SCHL,MAR,OCCP,POBP,RELP,WKHP,SEX,RAC1P,PINCP"
+    p = tmp_path / "acs.csv"
+    p.write_text(header + "\n30,1,21,1,1021,6,0,40,1,1,60000\n45,2,x16,3,4720,36,1,20,2,2,20000\n")
+    with pytest.raises(ValueError, match=r"line 3, column 'SCHL': expected a number, got 'x16'"):
+        load_acs_income(p)
+    c = tmp_path / "celeba.txt"
+    c.write_text("1\nAttractive Male Smiling\n000001.jpg 1 0 -1\n")
+    with pytest.raises(ValueError, match=r"line 3, column 'Male': attribute values must be -1 or 1, got '0'"):
+        load_celeba_attributes(c)

@@ -79,3 +79,52 @@ def test_group_kde_standardisation_cancels_in_posterior():
     b = np.stack([GaussianKDE(0.4).fit(Z[g == k]).log_density((Q - X.mean(axis=0)) / sd) for k in range(3)], 1)
     np.testing.assert_allclose(a, b, atol=1e-10)
     np.testing.assert_allclose(np.diff(a, axis=1), np.diff(b, axis=1), atol=1e-10)
+
+
+def test_bad_kde_inputs():
+    kde = GaussianKDE(0.5).fit(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="NaN.*row 1, column 0"):
+        kde.log_density(np.array([[0.0, 0.0], [np.nan, 1.0]]))
+    with pytest.raises(ValueError, match="NaN"):
+        kde.log_density(torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(TypeError, match="floating-point"):
+        kde.log_density(torch.tensor([[1, 2]]))
+    with pytest.raises(TypeError, match="floating-point"):
+        GaussianKDE(0.5).fit(torch.tensor([[1, 2], [3, 4]]))
+
+
+def test_fp32_far_from_origin_is_centred():
+    """fp32 data at offset 1e4: the expanded distance ||x||^2 + ||t||^2 - 2<x, t> loses ~1e8 * 6e-8 per pair;
+    the dispatcher centres both inputs first. Oracle: float64 brute force on the same fp32 values."""
+    from iclr25.mixmax.kernels import kde_log_density, kde_reference
+
+    g = torch.Generator().manual_seed(0)
+    t = (torch.randn(200, 3, generator=g) * 0.5 + 1e4).float()
+    q = (torch.randn(50, 3, generator=g) * 0.5 + 1e4).float()
+    exact = _brute(t.double().numpy(), q.double().numpy(), 0.3)
+    ours = kde_log_density(q, t, 0.3).double().numpy()
+    assert np.abs(ours - exact).max() < 1e-3
+    # the uncentred computation (the mutant this test catches) is off by nats
+    raw = kde_reference(q, t, 0.3).double().numpy()
+    assert np.abs(raw - exact).max() > 0.5
+
+
+def test_weighted_kde_equals_replication():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    k = rng.integers(1, 4, 40)
+    Q = rng.normal(size=(9, 2))
+    a = GaussianKDE(0.4).fit(X, sample_weight=k).log_density(Q)
+    np.testing.assert_allclose(a, _brute(np.repeat(X, k, 0), Q, 0.4), atol=1e-10)
+    with pytest.raises(ValueError, match="nonnegative"):
+        GaussianKDE(0.4).fit(X, sample_weight=-k)
+
+
+def test_streaming_tiles_match_one_tile():
+    """The chunked reference (tiles of queries x training rows, combined with logaddexp) equals brute force."""
+    from iclr25.mixmax.kernels import kde_reference
+
+    rng = np.random.default_rng(1)
+    X, Q = rng.normal(size=(301, 4)), rng.normal(size=(77, 4))
+    out = kde_reference(torch.from_numpy(Q), torch.from_numpy(X), 0.6, query_chunk=10, train_chunk=32)
+    np.testing.assert_allclose(out.numpy(), _brute(X, Q, 0.6), atol=1e-10)
