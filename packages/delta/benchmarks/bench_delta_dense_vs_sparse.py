@@ -7,8 +7,10 @@ features are reused by both sides, so the ratio measures the tracking work only;
     python packages/delta/benchmarks/bench_delta_dense_vs_sparse.py --config paper --size 384 512 --frames 16 \
         --device cuda --dtype bf16        # the paper-size configuration (GPU; fp16/bf16 autocast)
 
-The ratio cannot exceed the ratio of tracked points, (H*W + calls * anchors) / (H*W/16 + anchors): per-pixel
-sparse tracks 16x more points (plus the anchor grid in every call); dense also pays for the upsampler.
+For scale, the ratio of tracked points is (H*W + calls * anchors) / (H*W/16 + anchors) (about 16): per-pixel sparse
+tracks 16x more points plus the anchor grid in every call, and dense also pays for the upsampler and the local
+attention. This is not a strict ceiling, because the sparse side also repeats per-call fixed work (the per-window
+depth sampling, embeddings and Python overhead) in every one of its calls.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def main(argv=None):
     ratio = ms / md
     n_anchor = cfg.anchor_grid[0] * cfg.anchor_grid[1]
     calls = math.ceil(h * w / a.chunk)
-    ceiling = (h * w + calls * n_anchor) / ((h // 4) * (w // 4) + n_anchor)
+    point_ratio = (h * w + calls * n_anchor) / ((h // 4) * (w // 4) + n_anchor)
     ratio_with_encode = (ms + t_encode) / (md + t_encode)
     isa = torch.backends.cpu.get_cpu_capability()
     print(
@@ -108,10 +110,9 @@ def main(argv=None):
         f"  sparse:  median {ms:.3f} s  [{min(ts):.3f}, {max(ts):.3f}] over {a.repeat} ({h * w} queries, {a.chunk}/call)"
     )
     print(
-        f"  ratio {ratio:.1f}x (ceiling {ceiling:.1f}x); with the one encode added to both sides {ratio_with_encode:.1f}x"
+        f"  ratio {ratio:.1f}x (tracked-point ratio {point_ratio:.1f}x); with the one encode added to both sides "
+        f"{ratio_with_encode:.1f}x"
     )
-    if ratio > ceiling:
-        print("  WARNING: ratio above its ceiling: a measurement bug")
     return write_result(
         a.out,
         {
@@ -138,9 +139,8 @@ def main(argv=None):
                 "sparse_s_min": min(ts),
                 "sparse_s_max": max(ts),
                 "ratio": ratio,
-                "ratio_ceiling": ceiling,
+                "tracked_point_ratio": point_ratio,
                 "ratio_with_encode": ratio_with_encode,
-                "ratio_above_ceiling": ratio > ceiling,
             },  # fmt: skip
         },
     )

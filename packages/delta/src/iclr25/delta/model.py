@@ -195,8 +195,12 @@ class DeltaModel(nn.Module):
         for wi in rng:
             s0 = wi * step
             fr = frame_idx[s0 : s0 + s]
-            pyr_w = [p[:, fr] for p in pyramid]
-            dlow_w = depth_low[:, fr]
+            if s0 + s <= t:  # a plain slice (a view): no copy of the feature maps per window
+                pyr_w = [p[:, s0 : s0 + s] for p in pyramid]
+                dlow_w = depth_low[:, s0 : s0 + s]
+            else:  # the last window is padded by repeating the last frame
+                pyr_w = [p[:, fr] for p in pyramid]
+                dlow_w = depth_low[:, fr]
             # Window initialisation (official): a track queried before the end of the previous window's overlap
             # continues from its last ``overlap`` predictions (the new frames repeat the last one); every other track
             # (queried later) starts at its query: query position, query depth, logits at INIT_LOGIT.
