@@ -30,10 +30,10 @@ def main(argv=None):
         q = torch.randn(a.n, d, device="cuda", generator=g)
         t = torch.randn(a.n, d, device="cuda", generator=g)
         h = a.n ** (-1.0 / (d + 4))
-        ref = kde_reference(q, t, h, chunk_size=4096)
+        ref = kde_reference(q, t, h, query_chunk=4096)
         out = kde_log_density(q, t, h, backend="triton")
         err = (ref - out).abs().max().item()
-        s_ref = benchmark(lambda q=q, t=t, h=h: kde_reference(q, t, h, chunk_size=4096), warmup=1, repeat=5)
+        s_ref = benchmark(lambda q=q, t=t, h=h: kde_reference(q, t, h, query_chunk=4096), warmup=1, repeat=5)
         s_tri = benchmark(lambda q=q, t=t, h=h: kde_log_density(q, t, h, backend="triton"), warmup=1, repeat=5)
         figures[f"d{d}"] = {
             "torch_ms": s_ref.median * 1e3,
