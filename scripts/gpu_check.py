@@ -10,9 +10,10 @@ library only, nothing installed, PYTHONPATH on packages/*/src. Usage (through sc
     bash scripts/gpu_check.sh --dry-run --emulate-gpu-image OUT   # the same, as if the modules the GPU image lacks
                                                                   # were absent here too (GPU_IMAGE_MISSING)
 
-Each package first passes an import check in a fresh interpreter (the package, every module under its `kernels`,
-each benchmark file as a module, and `pytest --collect-only -m "gpu or triton"` of its tests). Then, in the real run,
-its tests run under a time budget with a JUnit report, and each benchmark runs under its own budget and writes JSON.
+The dry run (and a real run with --import-check) checks each package in a fresh interpreter: the package, every
+module under its `kernels`, each benchmark file as a module, and `pytest --collect-only -m "gpu or triton"` of its
+tests. The real run then runs every package's tests under a time budget with a JUnit report, and only after all of
+them the benchmarks, each under its own budget, writing JSON (a budget overrun costs figures, not correctness checks).
 A benchmark script gets the arguments in its module-level `GPU_ARGS` list if it has one (read without importing it),
 else `--device cuda` when it takes a `--device` option, and always `--out`. Wheels of small modules the GPU image
 lacks can ride along in `.gpu-wheels/` (see scripts/gpu_wheels.sh); they are unpacked into OUT/site.
@@ -294,6 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--total-budget", type=float, default=DEFAULTS["total_budget"], help="seconds for everything")
     p.add_argument("--test-budget", type=float, default=DEFAULTS["test_budget"], help="seconds per package's tests")
     p.add_argument("--bench-budget", type=float, default=DEFAULTS["bench_budget"], help="seconds per benchmark")
+    p.add_argument(
+        "--rehearse-on-cpu",
+        action="store_true",
+        help="a real run on a CPU machine (Triton interpreted, benchmarks without GPU_ARGS/--device cuda), "
+        "to exercise this script end to end",
+    )
+    p.add_argument("--import-check", action="store_true", help="in a real run too (costs ~5 s per package)")
     p.add_argument("--wheels", type=Path, default=ROOT / ".gpu-wheels", help="extra wheels to unpack (no index)")
     args = p.parse_args(argv)
     for name in ("total_budget", "test_budget", "bench_budget"):
@@ -313,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     wheels = [] if args.dry_run else unpack_wheels(args.wheels, site)
     paths = ([str(site)] if wheels else []) + srcs + [x for x in env.get("PYTHONPATH", "").split(os.pathsep) if x]
     env.update(PYTHONPATH=os.pathsep.join(paths), TRITON_INTERPRET="0", PYTHONDONTWRITEBYTECODE="1")
-    if args.dry_run:
-        env["TRITON_INTERPRET"] = "1"  # collection on a CPU machine
+    if args.dry_run or args.rehearse_on_cpu:
+        env["TRITON_INTERPRET"] = "1"  # collection / a rehearsal on a CPU machine
     blocked = GPU_IMAGE_MISSING if args.emulate_gpu_image else ()
 
     probe = subprocess.run([sys.executable, "-c", _ENV_PROBE], env=env, capture_output=True, text=True, check=False)
@@ -338,15 +346,20 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "schema": SCHEMA,
         "dry_run": args.dry_run,
+        "rehearsal_on_cpu": args.rehearse_on_cpu,
         "environment": environment,
         "budget": {"total_s": args.total_budget, "sum_of_step_budgets_s": worst},
         "packages": {},
     }
     status = 0
+
+    def left() -> float:
+        return args.total_budget - (time.perf_counter() - start)
+
+    # Phase 1, every package: the plan, the import check (dry run, or --import-check), the gpu/triton tests.
     for pkg, info in the_plan.items():
         entry = {"plan": info}
         summary["packages"][pkg] = entry
-        remaining = args.total_budget - (time.perf_counter() - start)
         print(f"-- {pkg}")
         if info["tests"]:
             print(
@@ -354,69 +367,71 @@ def main(argv: list[str] | None = None) -> int:
             )
         for b in info["benchmarks"]:
             print(f"   bench: {b['script']} {' '.join(b['args'])} --out ...  (budget {b['budget_s']:.0f} s)")
-        if remaining <= 0:
+        if left() <= 0:
             entry["skipped"] = "total budget spent"
             print("   !! skipped: total budget spent")
             status = 1
             continue
-        tests_dir = ROOT / "packages" / pkg / "tests" if info["tests"] else None
-        benches = [ROOT / b["script"] for b in info["benchmarks"]]
-        budget = min(DEFAULTS["import_budget"], max(remaining, 1.0))
-        check = run_import_check(pkg, tests_dir, benches, blocked, env, budget)
-        entry["import_check"] = check
-        collected = "-" if check.get("collected") is None else check["collected"]
-        print(f"   import check: {'ok' if check['ok'] else 'FAILED'}; {collected} gpu/triton tests collected")
-        for err in check["errors"]:
-            print(f"   !! {err}")
-        if check["missing"]:
-            print(f"   !! modules missing to import/collect: {', '.join(check['missing'])}")
-        if check["runtime_missing"]:
-            print(
-                f"   modules its tests/benchmarks import somewhere and this machine lacks: {', '.join(check['runtime_missing'])}"
-            )
-        if not check["ok"]:
-            status = 1
-        if args.dry_run:
-            continue
-
-        if info["tests"]:
-            remaining = args.total_budget - (time.perf_counter() - start)
-            budget = min(info["tests"]["budget_s"], remaining)
-            junit = out / "logs" / f"{pkg}-junit.xml"
-            cmd = [sys.executable, *info["tests"]["command"][1:], "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
-            if budget <= 0:
-                entry["tests"] = {"skipped": "total budget spent"}
+        if args.dry_run or args.import_check:
+            tests_dir = ROOT / "packages" / pkg / "tests" if info["tests"] else None
+            benches = [ROOT / b["script"] for b in info["benchmarks"]]
+            check = run_import_check(pkg, tests_dir, benches, blocked, env, min(DEFAULTS["import_budget"], left()))
+            entry["import_check"] = check
+            collected = "-" if check.get("collected") is None else check["collected"]
+            print(f"   import check: {'ok' if check['ok'] else 'FAILED'}; {collected} gpu/triton tests collected")
+            for err in check["errors"]:
+                print(f"   !! {err}")
+            if check["missing"]:
+                print(f"   !! modules missing to import/collect: {', '.join(check['missing'])}")
+            if check["runtime_missing"]:
+                needs = ", ".join(check["runtime_missing"])
+                print(f"   modules its tests/benchmarks import somewhere and this machine lacks: {needs}")
+            if not check["ok"]:
                 status = 1
-            else:
-                rc, wall = timed_run(cmd, out / "logs" / f"{pkg}-tests.log", env, budget)
-                entry["tests"] = {"rc": rc, "wall_s": wall, **junit_counts(junit)}
-                t = entry["tests"]
-                print(
-                    f"   tests rc={rc} passed={t['passed']} failed={t['failed']} errors={t['errors']} "
-                    f"skipped={t['skipped']} ({wall:.1f} s)"
-                )
-                if rc not in (0, 5):
-                    status = 1
+        if args.dry_run or not info["tests"]:
+            continue
+        budget = min(info["tests"]["budget_s"], left())
+        junit = out / "logs" / f"{pkg}-junit.xml"
+        cmd = [sys.executable, *info["tests"]["command"][1:], "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
+        if budget <= 0:
+            entry["tests"] = {"skipped": "total budget spent"}
+            status = 1
+            continue
+        rc, wall = timed_run(cmd, out / "logs" / f"{pkg}-tests.log", env, budget)
+        entry["tests"] = t = {"rc": rc, "wall_s": wall, **junit_counts(junit)}
+        print(
+            f"   tests rc={rc} passed={t['passed']} failed={t['failed']} errors={t['errors']} "
+            f"skipped={t['skipped']} ({wall:.1f} s)"
+        )
+        if rc not in (0, 5):
+            status = 1
+        write_json(out / "summary.json", {**summary, "status": status, "partial": True})
+
+    # Phase 2: the benchmarks, after every package's tests (a budget overrun costs figures, never a correctness check).
+    for pkg, info in the_plan.items():
+        if args.dry_run:
+            break
+        entry = summary["packages"][pkg]
         entry["benchmarks"] = []
         for b in info["benchmarks"]:
-            remaining = args.total_budget - (time.perf_counter() - start)
             name = Path(b["script"]).stem
             result_path = out / "bench" / f"{pkg}-{name}.json"
             record = {"script": b["script"], "args": b["args"]}
-            if remaining <= 0:
+            entry["benchmarks"].append(record)
+            if left() <= 0:
                 record["skipped"] = "total budget spent"
-                entry["benchmarks"].append(record)
+                print(f"   !! bench {pkg}/{name} skipped: total budget spent")
                 continue
-            cmd = [sys.executable, b["script"], *b["args"], "--out", str(result_path)]
-            rc, wall = timed_run(cmd, out / "logs" / f"{pkg}-{name}.log", env, min(b["budget_s"], remaining))
+            bench_args = [] if args.rehearse_on_cpu else b["args"]
+            cmd = [sys.executable, b["script"], *bench_args, "--out", str(result_path)]
+            rc, wall = timed_run(cmd, out / "logs" / f"{pkg}-{name}.log", env, min(b["budget_s"], left()))
             record.update(rc=rc, wall_s=wall)
             if result_path.is_file():
                 try:
                     record["result"] = json.loads(result_path.read_text())
                 except json.JSONDecodeError as exc:
                     record["result_error"] = str(exc)
-            print(f"   bench {name}: rc={rc} ({wall:.1f} s){'' if 'result' in record else ' no result JSON'}")
-            entry["benchmarks"].append(record)
+            print(f"-- bench {pkg}/{name}: rc={rc} ({wall:.1f} s){'' if 'result' in record else ' no result JSON'}")
         write_json(out / "summary.json", {**summary, "status": status, "partial": True})
 
     summary["status"] = status

@@ -42,6 +42,10 @@ def dry_run(tmp_path_factory):
         timeout=900,
         check=False,
     )
+    if not (out / "summary.json").is_file():
+        pytest.fail(
+            f"the dry run wrote no summary (rc={proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc, json.loads((out / "summary.json").read_text())
 
 
@@ -115,3 +119,38 @@ def test_import_check_passes_lazy_imports_and_reports_them_as_runtime_needs(tmp_
     assert check["ok"], check["errors"]
     assert check["collected"] == 1
     assert {"trl"} <= set(check["runtime_missing"])
+
+
+def test_a_real_run_rehearsed_on_cpu_writes_test_counts_and_benchmark_records(tmp_path):
+    # the real (non-dry) path end to end: tests with a JUnit report, then benchmarks under a budget that cuts them
+    proc = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "scripts" / "gpu_check.sh"),
+            "--rehearse-on-cpu",
+            "--only",
+            "shared,qpcert",
+            "--bench-budget",
+            "3",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    summary_path = tmp_path / "summary.json"
+    assert summary_path.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["rehearsal_on_cpu"] is True and "partial" not in summary
+    for pkg in ("shared", "qpcert"):
+        tests = summary["packages"][pkg]["tests"]
+        assert tests["rc"] == 0 and tests["passed"] > 0 and tests["failed"] == 0, (pkg, tests)
+    records = summary["packages"]["qpcert"]["benchmarks"]
+    assert [r["script"] for r in records] == [
+        str(p.relative_to(ROOT)) for p in sorted((ROOT / "packages/qpcert/benchmarks").glob("bench_*.py"))
+    ]
+    assert all("rc" in r and r["wall_s"] <= 3 + 5 for r in records), records  # cut at its budget (rc 124) or done
+    assert proc.returncode == summary["status"] == 0
