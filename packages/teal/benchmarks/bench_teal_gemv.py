@@ -24,8 +24,10 @@ import torch
 import torch.nn.functional as F
 
 from iclr25.shared import write_result
+from iclr25.teal.benchutil import cpu_environment, ratio_summary, summarize
 from iclr25.teal.kernels import Int8Weight, prepare_weight, sparse_gemv, sparse_gemv_int8
 
+GPU_ARGS = ["--device", "cuda", "--quick"]
 CPU_SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008)]  # [out, in]: q/o, gate/up, down of Llama-2-7B
 GPU_SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336)]
 LEVELS = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
@@ -69,14 +71,17 @@ def cpu_case(shape, dtype, levels, rounds):
         for s in levels:
             i = (i + 1) % copies
             times[s].append(_thread_time(lambda i=i, s=s: sparse_call(i, s / 2)))
-    dense = statistics.median(times["dense"][1:])
+    dense_times = times["dense"][1:]  # round 0 is the warm-up
+    dense = statistics.median(dense_times)
     rows = []
     for s in levels:
         med = statistics.median(times[s][1:])
-        rows.append({"sparsity": s, "sparse_s": med, "speedup": dense / med, "ideal_speedup": 1 / max(1 - s, 1e-9)})
+        spread = ratio_summary(dense_times, times[s][1:])  # per round: dense time / sparse time
+        rows.append({"sparsity": s, "sparse_s": med, "speedup": dense / med, "speedup_per_round": spread,
+                     "ideal_speedup": 1 / max(1 - s, 1e-9)})  # fmt: skip
     nbytes = n * k * (elem if dtype != "int8" else 4)
     return {"shape": [n, k], "dtype": str(dtype).replace("torch.", ""), "dense_s": dense,
-            "dense_GBps": nbytes / dense / 1e9, "rows": rows}  # fmt: skip
+            "dense_s_summary": summarize(dense_times), "dense_GBps": nbytes / dense / 1e9, "rows": rows}  # fmt: skip
 
 
 def _graphed(fn):
@@ -89,8 +94,13 @@ def _graphed(fn):
     return graph.replay
 
 
-def gpu_case(shape, dtype, levels):
+def gpu_case(shape, dtype, levels, quick=False):
+    import functools
+
     from triton.testing import do_bench
+
+    if quick:  # fits the prepared GPU check's per-benchmark budget
+        do_bench = functools.partial(do_bench, warmup=10, rep=30)
 
     n, k = shape
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -118,31 +128,38 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=25)
     args = p.parse_args(argv)
     levels = [0.0, 0.4, 0.5, 0.9] if args.quick else LEVELS
+    if args.rounds < 2:
+        p.error("--rounds must be >= 2 (round 0 is a warm-up)")
     cases = []
+    params = {"device": args.device, "levels": levels, "protocol": "x~U(-.5,.5), t=s/2, batch 1"}
     if args.device == "cuda":
         if not torch.cuda.is_available():
             print("no CUDA device: GPU GEMV benchmark skipped")
             return 0
         for dtype in (torch.float16, torch.bfloat16):
-            for shape in GPU_SHAPES[:3] if args.quick else GPU_SHAPES:
-                cases.append(gpu_case(shape, dtype, levels))
+            for shape in GPU_SHAPES[:2] if args.quick else GPU_SHAPES:
+                cases.append(gpu_case(shape, dtype, levels, quick=args.quick))
                 print(_fmt(cases[-1]), flush=True)
     else:
         torch.set_num_threads(1)
+        params.update(cpu_environment())
+        params.update({"rounds": args.rounds, "warmup_rounds": 1, "interleaved": True, "clock": "thread_time"})
         shapes = CPU_SHAPES[1:2] if args.quick else CPU_SHAPES
         for dtype in (torch.float32, torch.bfloat16, torch.float16, "int8"):
             for shape in shapes:
                 cases.append(cpu_case(shape, dtype, levels, max(5, args.rounds // (2 if args.quick else 1))))
                 print(_fmt(cases[-1]), flush=True)
-    write_result(args.out, {"name": "teal_gemv", "params": {"device": args.device, "levels": levels,
-                                                            "protocol": "x~U(-.5,.5), t=s/2, batch 1"},
-                            "figures": {"cases": cases}})  # fmt: skip
+    write_result(args.out, {"name": "teal_gemv", "params": params, "figures": {"cases": cases}})
     print(f"wrote {args.out}")
     return 0
 
 
 def _fmt(case) -> str:
-    sp = " ".join(f"{r['sparsity']:.1f}:{r['speedup']:.2f}x" for r in case["rows"])
+    def one(r):
+        q = r.get("speedup_per_round")
+        return f"{r['sparsity']:.1f}:{r['speedup']:.2f}x" + (f"[{q['min']:.2f}-{q['max']:.2f}]" if q else "")
+
+    sp = " ".join(one(r) for r in case["rows"])
     return (f"{case['dtype']:>8} {case['shape'][0]}x{case['shape'][1]} dense {case['dense_s'] * 1e3:.3f} ms "
             f"({case['dense_GBps']:.1f} GB/s) | sparse speed-up {sp}")  # fmt: skip
 

@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Prepared GPU check for iclr25-teal (no install step; run from the repo root on a CUDA machine):
-#   bash packages/teal/benchmarks/gpu_check.sh
-# 1) kernel tests natively on CUDA (Triton, not the interpreter), 2) GEMV micro-benchmark (quick sweep),
-# 3) end-to-end decode, eager and torch.compile + static cache. Results go to ${OUT:-packages/teal/benchmarks/results}.
-# Budget: about 5 minutes on an H100/H200 (the 7B-shaped model is random-init in fp16, ~13.5 GB).
+# GPU check of iclr25-teal (no install step; any folder; run on a CUDA machine):
+#   bash packages/teal/benchmarks/gpu_check.sh OUT          # = bash scripts/gpu_check.sh --only teal OUT: the
+#                                                           #   "gpu or triton" tests natively and every benchmark
+#                                                           #   with its GPU_ARGS (--quick), OUT/summary.json
+#   bash packages/teal/benchmarks/gpu_check.sh OUT --full   # then the full sweeps too (~6 min more on an H100/H200):
+#                                                           #   all GEMV shapes, 32-layer Llama-2-7B-shaped fp16 decode
+#                                                           #   eager + static cache/torch.compile, all forward inputs
+# Full-sweep JSON goes to OUT/full/{gemv,decode,forward}_gpu.json.
 set -u
-cd "$(dirname "$0")/../../.."
-export PYTHONPATH="packages/shared/src:packages/teal/src${PYTHONPATH:+:$PYTHONPATH}"
-RES="${OUT:-packages/teal/benchmarks/results}"
-mkdir -p "$RES"
-PY="${PYTHON:-python}"
+if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
+  echo "usage: bash packages/teal/benchmarks/gpu_check.sh OUT [--full]" >&2
+  exit 2
+fi
+OUT=$1
+FULL=${2:-}
+if [ -n "$FULL" ] && [ "$FULL" != "--full" ]; then
+  echo "unknown option $FULL (expected --full)" >&2
+  exit 2
+fi
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+PY="${PYTHON:-python3}"
 status=0
-timeout 150 "$PY" -m pytest packages/teal/tests/test_teal_kernels.py packages/teal/tests/test_teal_sparsify.py \
-  -m "not slow" -q -p no:cacheprovider -o addopts="-p iclr25.shared.testing.plugin --import-mode=importlib" \
-  2>&1 | tail -n 15 | tee "$RES/gpu_tests.txt" || status=1
-timeout 120 "$PY" packages/teal/benchmarks/bench_teal_gemv.py --device cuda --quick --out "$RES/gemv_gpu.json" || status=1
-timeout 240 "$PY" packages/teal/benchmarks/bench_teal_decode.py --device cuda --new-tokens 64 --repeats 3 \
-  --out "$RES/decode_gpu.json" || status=1
+bash "$ROOT/scripts/gpu_check.sh" --only teal "$OUT" || status=1
+if [ "$FULL" = "--full" ]; then
+  cd "$ROOT" || exit 1
+  export PYTHONPATH="packages/shared/src:packages/teal/src${PYTHONPATH:+:$PYTHONPATH}"
+  mkdir -p "$OUT/full"
+  timeout 120 "$PY" packages/teal/benchmarks/bench_teal_gemv.py --device cuda --out "$OUT/full/gemv_gpu.json" || status=1
+  timeout 300 "$PY" packages/teal/benchmarks/bench_teal_decode.py --device cuda --new-tokens 64 --repeats 5 \
+    --out "$OUT/full/decode_gpu.json" || status=1
+  timeout 90 "$PY" packages/teal/benchmarks/bench_teal_forward.py --device cuda --out "$OUT/full/forward_gpu.json" \
+    || status=1
+fi
 exit $status

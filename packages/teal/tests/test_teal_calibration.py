@@ -101,6 +101,17 @@ def test_histogram_rejects_bad_values():
         ActivationHistogram.from_values(torch.tensor([1.0, float("nan"), 2.0]))
     with pytest.raises(ValueError, match="at least 2"):
         ActivationHistogram.from_values(torch.tensor([1.0]))
+    counts, centers = torch.ones(5), torch.linspace(-1, 1, 5)
+    ActivationHistogram(counts, centers)  # a valid (e.g. official-file) histogram
+    for bad_value in (float("nan"), float("inf")):
+        bad = centers.clone()
+        bad[2] = bad_value
+        with pytest.raises(ValueError, match=r"centres must be finite numbers, got 1 NaN/inf"):
+            ActivationHistogram(counts, bad)
+    with pytest.raises(ValueError, match="sorted"):
+        ActivationHistogram(counts, centers.flip(0))
+    with pytest.raises(ValueError, match="counts must be finite and non-negative"):
+        ActivationHistogram(torch.tensor([1.0, -1.0, 1.0, 1.0, 1.0]), centers)
 
 
 def test_calibrate_captures_the_four_distributions(tiny_llama, tiny_batches):

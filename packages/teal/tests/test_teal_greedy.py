@@ -103,6 +103,19 @@ def test_greedy_rejects_bad_weights():
         greedy_block_allocation(SyntheticBlock(), {"q": 1.0}, GreedyConfig())
 
 
+def test_greedy_config_is_validated():
+    GreedyConfig(last_fraction=1.0)  # the whole sequence: allowed
+    for bad in (0.0, -0.25, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"last_fraction must (lie in \(0, 1\]|be a number)"):
+            GreedyConfig(last_fraction=bad)
+    with pytest.raises(ValueError, match="base_step"):
+        GreedyConfig(base_step=0.0)
+    with pytest.raises(ValueError, match="target"):
+        GreedyConfig(target=1.0)
+    with pytest.raises(ValueError, match="last_fraction"):
+        block_error(torch.zeros(1, 3, 4), torch.ones(1, 3, 4), last_fraction=0.0)
+
+
 def test_weights_from_real_parameter_counts(small_model):
     w = projection_weights(small_model)
     assert w == pytest.approx({"q": 1, "k": 0.5, "v": 0.5, "o": 1, "gate": 2.6875, "up": 2.6875, "down": 2.6875})

@@ -23,8 +23,16 @@ from .greedy import (
     projection_weights,
     save_tables,
 )
-from .modules import find_blocks, projection_param_counts
-from .sparsify import SparsityPlan, TealHandle, TealLinear, apply_teal, measure_realized_sparsity, model_wide_sparsity
+from .modules import find_blocks, model_fingerprint, projection_param_counts
+from .sparsify import (
+    SparsityPlan,
+    TealHandle,
+    apply_teal,
+    load_teal,
+    measure_realized_sparsity,
+    model_wide_sparsity,
+)
+from .teal_linear import TealLinear
 
 __version__ = "0.1.0"
 
@@ -51,8 +59,10 @@ __all__ = [
     "greedy_allocation",
     "greedy_block_allocation",
     "load_tables",
+    "load_teal",
     "load_teal_histograms",
     "measure_realized_sparsity",
+    "model_fingerprint",
     "model_wide_sparsity",
     "projection_param_counts",
     "projection_weights",

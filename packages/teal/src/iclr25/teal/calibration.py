@@ -27,7 +27,8 @@ from torch import nn
 from iclr25.shared import atomic_write, progress
 
 from .config import CAPTURE_PROJECTION, DISTRIBUTION_OF, DISTRIBUTIONS, THRESHOLD_MODES, CalibrationConfig
-from .modules import find_blocks
+from .modules import check_token_ids, find_blocks, fingerprint_mismatch, model_fingerprint
+from .teal_linear import TealLinear
 
 FORMAT_VERSION = 1
 # Official on-disk layout: <dir>/layer-<i>/{self_attn,mlp}/histograms.pt with keys h1, h1_centers, h2, h2_centers.
@@ -61,6 +62,13 @@ class ActivationHistogram:
             )
         self.counts = self.counts.double()
         self.centers = self.centers.double()
+        if not torch.isfinite(self.centers).all():
+            bad = int((~torch.isfinite(self.centers)).sum())
+            raise ValueError(f"histogram centres must be finite numbers, got {bad} NaN/inf centre(s)")
+        if bool((self.centers[1:] < self.centers[:-1]).any()):
+            raise ValueError("histogram centres must be sorted in non-decreasing order")
+        if not torch.isfinite(self.counts).all() or bool((self.counts < 0).any()):
+            raise ValueError("histogram counts must be finite and non-negative")
         self.cumulative = torch.cumsum(self.counts, 0)
         self.total = float(self.cumulative[-1])
         if not self.total > 0:
@@ -155,7 +163,12 @@ def abs_order_statistics(sorted_values: torch.Tensor, ranks: torch.Tensor) -> to
 class CalibrationResult:
     """Per (layer, distribution) histograms; thresholds per (layer, projection, sparsity)."""
 
-    def __init__(self, histograms: dict[tuple[int, str], ActivationHistogram], num_tokens: int = 0):
+    def __init__(
+        self,
+        histograms: dict[tuple[int, str], ActivationHistogram],
+        num_tokens: int = 0,
+        fingerprint: dict | None = None,
+    ):
         if not histograms:
             raise ValueError("a calibration needs at least one histogram")
         layers = sorted({layer for layer, _ in histograms})
@@ -165,9 +178,29 @@ class CalibrationResult:
             missing = [d for d in DISTRIBUTIONS if (layer, d) not in histograms]
             if missing:
                 raise ValueError(f"calibration of layer {layer} misses distributions {missing}")
+        if fingerprint is not None and fingerprint.get("num_layers") != len(layers):
+            raise ValueError(
+                f"calibration fingerprint says {fingerprint.get('num_layers')} layers but it holds {len(layers)}"
+            )
         self.histograms = histograms
         self.num_layers = len(layers)
         self.num_tokens = num_tokens
+        # the model it was made on (iclr25.teal.modules.model_fingerprint); None for official histogram folders
+        self.fingerprint = fingerprint
+
+    def check_model(self, model: nn.Module) -> None:
+        """Raise ``ValueError`` unless this calibration was made on a model of ``model``'s architecture."""
+        actual = model_fingerprint(model)
+        if self.fingerprint is None:  # official files: only the layer count can be checked
+            if actual["num_layers"] != self.num_layers:
+                raise ValueError(
+                    f"calibration has {self.num_layers} layers but the model has {actual['num_layers']}: "
+                    "it was made on a different model"
+                )
+            return
+        diff = fingerprint_mismatch(self.fingerprint, actual)
+        if diff:
+            raise ValueError(f"this calibration was made on a different model ({diff}); recalibrate on this model")
 
     def histogram(self, layer: int, proj: str) -> ActivationHistogram:
         if proj not in DISTRIBUTION_OF:
@@ -183,7 +216,7 @@ class CalibrationResult:
     def save(self, path: str | Path) -> None:
         """Write all histograms to one ``.pt`` file (atomically)."""
         state = {"format": "iclr25.teal.calibration", "version": FORMAT_VERSION, "num_tokens": self.num_tokens,
-                 "histograms": {}}  # fmt: skip
+                 "fingerprint": self.fingerprint, "histograms": {}}  # fmt: skip
         for (layer, dist), h in self.histograms.items():
             entry = {"counts": h.counts, "centers": h.centers}
             if h.abs_quantiles is not None:
@@ -208,7 +241,7 @@ class CalibrationResult:
             hists[(int(layer), dist)] = ActivationHistogram(
                 entry["counts"], entry["centers"], entry.get("abs_quantiles")
             )
-        return cls(hists, num_tokens=int(state.get("num_tokens", 0)))
+        return cls(hists, num_tokens=int(state.get("num_tokens", 0)), fingerprint=state.get("fingerprint"))
 
     def save_teal_histograms(self, directory: str | Path) -> None:
         """Write the official layout ``layer-<i>/{self_attn,mlp}/histograms.pt`` (counts and centres, float32)."""
@@ -282,12 +315,12 @@ def capture_activations(
     With ``max_values``, each distribution keeps a seeded Bernoulli subsample of about that many values (so a 7B
     model does not need tens of GB of host memory); otherwise every value is kept, as in the official code.
     """
-    from .sparsify import TealLinear
-
     blocks = find_blocks(model)
     if any(isinstance(m, TealLinear) for m in model.modules()):
         raise ValueError("calibrate a dense model: remove the TEAL wrappers first (handle.remove())")
     batches = _check_batches(batches)
+    for i, b in enumerate(batches):
+        check_token_ids(model, b, f"calibration batch {i}")
     store: dict[tuple[int, str], list[torch.Tensor]] = {(b.index, d): [] for b in blocks for d in DISTRIBUTIONS}
     hooks = []
 
@@ -334,4 +367,4 @@ def calibrate(
         if values.numel() > cfg.max_values:
             values = values[torch.randperm(values.numel(), generator=gen)[: cfg.max_values]]
         hists[key] = ActivationHistogram.from_values(values, cfg)
-    return CalibrationResult(hists, num_tokens=sum(b.numel() for b in batches))
+    return CalibrationResult(hists, num_tokens=sum(b.numel() for b in batches), fingerprint=model_fingerprint(model))

@@ -60,6 +60,18 @@ class GreedyConfig:
     target: float = 0.9  # --target_sparsity 0.9
     last_fraction: float = 0.25  # --last_fraction 0.25: block error over the last 25 % of positions
 
+    def __post_init__(self):
+        for name in ("base_step", "target", "last_fraction"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+                raise ValueError(f"GreedyConfig.{name} must be a number, got {v!r}")
+        if not 0 < self.base_step < 1:
+            raise ValueError(f"GreedyConfig.base_step must lie in (0, 1), got {self.base_step}")
+        if not 0 < self.target < 1:
+            raise ValueError(f"GreedyConfig.target must lie in (0, 1), got {self.target}")
+        if not 0 < self.last_fraction <= 1:
+            raise ValueError(f"GreedyConfig.last_fraction must lie in (0, 1], got {self.last_fraction}")
+
 
 @dataclass(frozen=True)
 class EvalConfig:

@@ -1,7 +1,10 @@
 """Sliding-window perplexity (official utils/eval_ppl.py protocol, configurable).
 
-Each window scores ``window`` new tokens given up to ``context`` preceding tokens (official: 2,048 + 512); windows
-advance by ``window``, so every token after the first is scored exactly once. PPL = exp(mean token NLL).
+Protocol: windows of ``context + window`` tokens advancing by ``window`` (official: 2,048 + 512, stride 512); each
+window scores only its last ``window`` tokens, each predicted from exactly the ``context`` tokens before its window's
+scored part (the last window may be shorter). The first ``context`` tokens of the stream are never scored; every
+later token is scored exactly once. PPL = exp(mean token NLL) (the official code averages window NLLs, which is the
+same for equal windows).
 Calibration and evaluation text must be disjoint: :func:`check_disjoint` refuses overlapping token streams.
 """
 
@@ -18,6 +21,7 @@ from torch import nn
 from iclr25.shared import progress
 
 from .config import EvalConfig
+from .modules import check_token_ids
 
 
 @dataclass(frozen=True)
@@ -28,13 +32,24 @@ class PerplexityResult:
 
 
 def windows(n_tokens: int, context: int, window: int) -> list[tuple[int, int, int]]:
-    """(input_start, score_start, end) per window: tokens [score_start, end) are scored, inputs start at input_start."""
-    if context < 0 or window < 1:
-        raise ValueError(f"context must be >= 0 and window >= 1, got {context}, {window}")
-    if n_tokens < 2:
-        raise ValueError(f"need at least 2 tokens for perplexity, got {n_tokens}")
+    """(input_start, score_start, end) per window: tokens [score_start, end) are scored, inputs start at input_start.
+
+    Scoring starts at token ``context`` (the first ``context`` tokens are context only, never scored).
+    """
+    for name, v in (("context", context), ("window", window)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if context < 1:
+        raise ValueError(
+            f"context must be >= 1 (the first token has nothing to be predicted from), got {context}; "
+            "the official protocol uses context=2048"
+        )
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    if n_tokens <= context:
+        raise ValueError(f"need more than context={context} tokens to score any, got {n_tokens}")
     out = []
-    for score_start in range(1, n_tokens, window):
+    for score_start in range(context, n_tokens, window):
         end = min(score_start + window, n_tokens)
         out.append((max(0, score_start - context), score_start, end))
     return out
@@ -52,6 +67,9 @@ def sliding_window_ppl(
     """Perplexity of a causal LM on a 1-D token stream ``ids`` with the sliding-window protocol."""
     if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.dtype != torch.long:
         raise ValueError(f"ids must be a 1-D LongTensor, got {getattr(ids, 'shape', type(ids))}")
+    check_token_ids(model, ids, "ids")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     device = next(model.parameters()).device
     groups: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
     for w in windows(ids.numel(), context, window):

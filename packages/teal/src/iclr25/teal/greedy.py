@@ -25,7 +25,7 @@ from iclr25.shared import atomic_write, progress
 
 from .calibration import CalibrationResult, _check_batches, check_sparsity
 from .config import DEFAULT_PREFILL, DEFAULT_THRESHOLD_MODE, PROJECTIONS, GreedyConfig
-from .modules import find_blocks, projection_param_counts
+from .modules import check_token_ids, find_blocks, projection_param_counts
 from .sparsify import SparsityPlan, apply_teal
 
 CSV_HEADER = ["Effective Sparsity", "Activation Error", "Baseline Error", *PROJECTIONS]  # official column names
@@ -94,7 +94,9 @@ class GreedyTable:
 
 def block_error(reference: torch.Tensor, output: torch.Tensor, last_fraction: float = 0.25) -> float:
     """Official block error: L2 norm over the last ``last_fraction`` of sequence positions, mean over the rest."""
-    start = int(output.shape[1] * (1 - last_fraction))
+    if not 0 < last_fraction <= 1:
+        raise ValueError(f"last_fraction must lie in (0, 1], got {last_fraction}")
+    start = int(output.shape[1] * (1 - last_fraction))  # < T for last_fraction > 0: at least one position
     return float(torch.linalg.vector_norm((reference[:, start:] - output[:, start:]).double(), dim=1).mean())
 
 
@@ -113,9 +115,6 @@ def greedy_block_allocation(
     cfg = config or GreedyConfig()
     if set(weights) != set(PROJECTIONS) or any(w <= 0 for w in weights.values()):
         raise ValueError(f"weights must give a positive weight for each of {PROJECTIONS}, got {dict(weights)}")
-    if not 0 < cfg.base_step < 1:
-        raise ValueError(f"base_step must be in (0, 1), got {cfg.base_step}")
-    check_sparsity(cfg.target, "target")
     total_w = sum(weights.values())
     step = {p: cfg.base_step / weights[p] for p in PROJECTIONS}
     n_steps = {p: 0 for p in PROJECTIONS}
@@ -197,6 +196,7 @@ def greedy_allocation(
     if len({b.shape[1] for b in batches}) != 1:
         raise ValueError("greedy batches must share one sequence length")
     input_ids = torch.cat(batches)
+    check_token_ids(model, input_ids, "greedy batches")
     inputs = capture_block_inputs(model, input_ids)
     weights = projection_weights(model)
     handle = apply_teal(model, calibration, SparsityPlan.uniform(0.0), prefill=prefill, backend="reference", mode=mode)

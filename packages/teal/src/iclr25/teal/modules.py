@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 from .config import MODULE_NAMES, PROJECTIONS
@@ -82,3 +83,52 @@ def base_linear(module: nn.Module) -> nn.Linear:
 def projection_param_counts(model: nn.Module) -> dict[tuple[int, str], int]:
     """Weight parameter count of every projection, keyed by ``(layer, proj)``."""
     return {(b.index, p): base_linear(b.module(p)).weight.numel() for b in find_blocks(model) for p in PROJECTIONS}
+
+
+def model_fingerprint(model: nn.Module) -> dict:
+    """What a calibration or a threshold file is bound to: layer count, hidden size and every projection's shape.
+
+    ``{"num_layers": L, "hidden_size": d, "projections": {"<layer>.<proj>": [out_features, in_features]}}``
+    (JSON-serialisable; identical for a model with or without TEAL applied).
+    """
+    blocks = find_blocks(model)
+    shapes = {}
+    for b in blocks:
+        for p in PROJECTIONS:
+            m = b.module(p)
+            shapes[f"{b.index}.{p}"] = [int(m.out_features), int(m.in_features)]
+    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    if hidden is None:
+        hidden = shapes["0.q"][1]
+    return {"num_layers": len(blocks), "hidden_size": int(hidden), "projections": shapes}
+
+
+def fingerprint_mismatch(expected: dict, actual: dict) -> str | None:
+    """A sentence naming how two fingerprints differ (``None`` when they match)."""
+    problems = []
+    for key in ("num_layers", "hidden_size"):
+        if expected.get(key) != actual.get(key):
+            problems.append(f"{key} {expected.get(key)} vs {actual.get(key)} in the model")
+    exp_p, act_p = expected.get("projections", {}), actual.get("projections", {})
+    for name in sorted(set(exp_p) | set(act_p)):
+        a, b = exp_p.get(name), act_p.get(name)
+        if (list(a) if a is not None else None) != (list(b) if b is not None else None):
+            problems.append(f"projection {name} [out, in] {a} vs {b} in the model")
+            if len(problems) >= 4:
+                problems.append("...")
+                break
+    return "; ".join(problems) if problems else None
+
+
+def check_token_ids(model: nn.Module, ids: torch.Tensor, what: str = "input_ids") -> None:
+    """Raise ``ValueError`` when a token id lies outside the model's vocabulary ``[0, vocab_size)``."""
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    vocab = getattr(emb, "num_embeddings", None)
+    if ids.numel() == 0:
+        raise ValueError(f"{what} is empty")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or (vocab is not None and hi >= vocab):
+        raise ValueError(
+            f"{what} holds token ids in [{lo}, {hi}] but the model's vocabulary is [0, {vocab}): "
+            "tokenize with the model's own tokenizer"
+        )

@@ -1,33 +1,31 @@
 """Applying TEAL to a model: ``TealLinear`` wrappers on the seven projections of every block, reversibly.
 
-``TealLinear`` computes W (x * 1[|x| > t]) + b with a calibrated scalar threshold t (a buffer, fixed at inference).
-Prefill positions follow ``prefill``: ``"last_half"`` (official evaluation convention: only the last floor(T/2)
-positions are sparsified), ``"dense"`` (serving: prefill stays dense) or ``"all"``. A decode step (one token) is
-always sparsified; with batch 1 it goes through :func:`iclr25.teal.kernels.sparse_gemv`, which never reads the weight
-columns of inactive channels (``backend="reference"`` keeps the mask-then-dense simulation).
+``apply_teal`` binds a calibration (checked against the model's fingerprint) and a ``SparsityPlan`` (checked against
+its layers) to the model; ``TealHandle.save`` / ``load_teal`` persist the resulting thresholds (safetensors + JSON
+with the fingerprint). See :mod:`iclr25.teal.teal_linear` for what each forward call computes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from iclr25.shared import resolve_backend
+from iclr25.shared import atomic_write
 
 from .calibration import CalibrationResult, _check_batches, check_sparsity
 from .config import DEFAULT_PREFILL, DEFAULT_THRESHOLD_MODE, PREFILL_MODES, PROJECTIONS, THRESHOLD_MODES
-from .kernels.column_skip import column_skip_gemv
-from .kernels.reference import active_mask
-from .modules import find_blocks, projection_param_counts
+from .modules import check_token_ids, find_blocks, fingerprint_mismatch, model_fingerprint, projection_param_counts
+from .teal_linear import LINEAR_BACKENDS, QUANTIZE_MODES, QKVGroup, TealLinear
 
-LINEAR_BACKENDS = ("auto", "torch", "triton", "reference")
-# backend="auto" on CPU: below this weight size the per-call overhead of building the active-channel index (~0.1 ms)
-# outweighs the skipped bytes, and small weights may sit in cache (measured: the 16-128 KB matrices of the shipped
-# small model decode 1.6-1.8x slower with column skipping; a 4 MB 512x2048 fp32 k_proj 2.3x slower).
-CPU_SKIP_MIN_BYTES = 8 << 20
+THRESHOLDS_FILE = "teal_thresholds.safetensors"
+CONFIG_FILE = "teal_config.json"
+THRESHOLDS_FORMAT = "iclr25.teal.thresholds"
+THRESHOLDS_VERSION = 1
 
 
 class SparsityPlan:
@@ -61,6 +59,12 @@ class SparsityPlan:
             raise ValueError("from_greedy needs one GreedyTable per layer")
         return cls({layer: table.closest(level) for layer, table in tables.items()})
 
+    def check_layers(self, num_layers: int) -> None:
+        """Raise ``ValueError`` if the plan names a layer outside ``0 .. num_layers - 1``."""
+        bad = sorted(layer for layer in self.levels if not 0 <= layer < num_layers)
+        if bad:
+            raise ValueError(f"the plan names layers {bad} but the model has {num_layers} layers (0..{num_layers - 1})")
+
     def sparsity(self, layer: int, proj: str) -> float:
         return self.levels.get(layer, {}).get(proj, self.default)
 
@@ -75,151 +79,95 @@ class SparsityPlan:
         return f"SparsityPlan(default={self.default}, layers={sorted(self.levels)})"
 
 
-class TealLinear(nn.Module):
-    """``nn.Linear`` with TEAL input sparsification (threshold buffer, prefill policy, decode kernel backend)."""
-
-    def __init__(
-        self,
-        linear: nn.Linear,
-        threshold: float = 0.0,
-        *,
-        prefill: str = DEFAULT_PREFILL,
-        backend: str = "auto",
-    ):
-        super().__init__()
-        if not isinstance(linear, nn.Linear):
-            raise TypeError(f"TealLinear wraps an nn.Linear, got {type(linear).__name__}")
-        if prefill not in PREFILL_MODES:
-            raise ValueError(f"prefill must be one of {PREFILL_MODES}, got {prefill!r}")
-        if backend not in LINEAR_BACKENDS:
-            raise ValueError(f"backend must be one of {LINEAR_BACKENDS}, got {backend!r}")
-        self.linear = linear
-        self.prefill = prefill
-        self.backend = backend
-        self.register_buffer("threshold", torch.zeros((), dtype=torch.float32), persistent=True)
-        self._t = 0.0
-        self.set_threshold(threshold)
-        self._resolved, self._resolved_for, self._triton_fn = "reference", None, None
-        self.track = False
-        self.zeroed = 0
-        self.seen = 0
-
-    @property
-    def in_features(self) -> int:
-        return self.linear.in_features
-
-    @property
-    def out_features(self) -> int:
-        return self.linear.out_features
-
-    def set_threshold(self, threshold: float) -> None:
-        t = float(threshold)
-        if not t >= 0.0:
-            raise ValueError(f"threshold must be a non-negative number, got {threshold}")
-        self.threshold.fill_(t)
-        self._t = t
-        if t > 0 and self.backend != "reference":
-            self._prepare_weight()
-
-    def _prepare_weight(self) -> None:
-        """Store W column-major (W^T contiguous) so a skipped input channel is a skipped contiguous weight row."""
-        w = self.linear.weight
-        if w.dim() == 2 and w.stride(0) != 1 and w.shape[0] > 1 and w.shape[1] > 1:
-            w.data = w.data.t().contiguous().t()
-
-    def restore_weight(self) -> None:
-        """Back to the row-major layout of a plain ``nn.Linear`` (same values)."""
-        w = self.linear.weight
-        if not w.is_contiguous():
-            w.data = w.data.contiguous()
-
-    def _decode_backend(self, x: torch.Tensor) -> str:
-        """ "reference" (mask, then dense), "torch" (column skipping) or "triton" for a decode token on x's device.
-
-        Resolved once per device (not per call), so a compiled decode step sees a constant branch.
-        """
-        device = x.device.type
-        if self._resolved_for != device:
-            be = "reference" if self.backend == "reference" else resolve_backend(x, self.backend)
-            if be == "torch" and self.backend == "auto" and device == "cpu":
-                w = self.linear.weight
-                if w.numel() * w.element_size() < CPU_SKIP_MIN_BYTES:
-                    be = "reference"
-            if be == "triton":  # the Triton module is imported only now (triton.jit runs at its import)
-                from .kernels.splitk_sparse_gemv import sparse_gemv_triton
-
-                self._triton_fn = sparse_gemv_triton
-            self._resolved, self._resolved_for = be, device
-        return self._resolved
-
-    def _count(self, x_part: torch.Tensor) -> None:
-        if self.track:
-            self.zeroed += int((~active_mask(x_part, self._t)).sum())
-            self.seen += x_part.numel()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = self._t
-        if t <= 0.0:
-            if self.track:
-                self._count(x)
-            return self.linear(x)
-        tokens = x.shape[-2] if x.dim() >= 3 else 1
-        if tokens == 1 or x.dim() < 3:
-            self._count(x)
-            be = self._decode_backend(x) if x.numel() == self.in_features else "reference"
-            if be == "triton":
-                y = self._triton_fn(x.reshape(-1), self.linear.weight, t, self.linear.bias)
-                return y.reshape(*x.shape[:-1], self.out_features)
-            if be == "torch":
-                y = column_skip_gemv(x.reshape(-1), self.linear.weight, t, self.linear.bias)
-                return y.reshape(*x.shape[:-1], self.out_features)
-            return F.linear(x * active_mask(x, t), self.linear.weight, self.linear.bias)
-        if self.prefill == "dense":
-            return self.linear(x)
-        mask = active_mask(x, t)
-        if self.prefill == "last_half":
-            keep = tokens - tokens // 2  # the first ceil(T/2) positions stay dense
-            mask[..., :keep, :] = True
-            self._count(x[..., keep:, :])
-        else:
-            self._count(x)
-        return F.linear(x * mask, self.linear.weight, self.linear.bias)
-
-    def extra_repr(self) -> str:
-        return f"threshold={self._t:.6g}, prefill={self.prefill!r}, backend={self.backend!r}"
-
-
 class TealHandle:
-    """The wrappers installed by :func:`apply_teal`; ``remove()`` puts the original linears back."""
+    """The wrappers installed by :func:`apply_teal` / :func:`load_teal`; ``remove()`` puts the original linears back."""
 
-    def __init__(self, model: nn.Module, wrappers: dict[tuple[int, str], TealLinear], parents, calibration, mode):
+    def __init__(self, model, wrappers, parents, calibration, mode, *, prefill, fuse_qkv, quantize, groups=()):
         self.model = model
-        self.wrappers = wrappers
+        self.wrappers: dict[tuple[int, str], TealLinear] = wrappers
         self._parents = parents
         self.calibration = calibration
         self.mode = mode
+        self.prefill = prefill
+        self.fuse_qkv = fuse_qkv
+        self.quantize = quantize
+        self.groups: list[QKVGroup] = list(groups)
+        self.fingerprint = model_fingerprint(model)
         self.removed = False
+
+    def _need_calibration(self) -> CalibrationResult:
+        if self.calibration is None:
+            raise ValueError(
+                "these thresholds were loaded from disk without a calibration; pass a CalibrationResult to "
+                "apply_teal to change the sparsity plan"
+            )
+        return self.calibration
 
     def set_plan(self, plan: SparsityPlan) -> None:
         """Re-threshold every wrapper for a new plan (no re-wrapping)."""
+        calib = self._need_calibration()
+        if not isinstance(plan, SparsityPlan):
+            raise TypeError(f"plan must be a SparsityPlan, got {type(plan).__name__}")
+        plan.check_layers(self.fingerprint["num_layers"])
         for (layer, proj), w in self.wrappers.items():
-            w.set_threshold(self.calibration.threshold(layer, proj, plan.sparsity(layer, proj), self.mode))
+            w.set_threshold(calib.threshold(layer, proj, plan.sparsity(layer, proj), self.mode))
 
     def set_layer_levels(self, layer: int, levels: Mapping[str, float]) -> None:
+        calib = self._need_calibration()
         for proj, s in levels.items():
-            self.wrappers[(layer, proj)].set_threshold(self.calibration.threshold(layer, proj, s, self.mode))
+            if (layer, proj) not in self.wrappers:
+                raise ValueError(f"the model has no projection {proj!r} in layer {layer}")
+            self.wrappers[(layer, proj)].set_threshold(calib.threshold(layer, proj, s, self.mode))
 
     def thresholds(self) -> dict[tuple[int, str], float]:
         return {k: w._t for k, w in self.wrappers.items()}
 
+    def extra_bytes(self) -> int:
+        """Memory held besides the model's own weights: column-major decode copies and int8 weights (bytes)."""
+        return sum(w.extra_bytes for w in self.wrappers.values()) + sum(g.extra_bytes for g in self.groups)
+
+    def save(self, directory: str | Path) -> None:
+        """Write the thresholds (``teal_thresholds.safetensors``, float64 ``[layers, 7]``) and ``teal_config.json``
+        (format, model fingerprint, projection order, prefill, mode, fuse_qkv, quantize, sha256 of the tensor file).
+        Both files are written atomically; :func:`load_teal` reads them back with checks."""
+        from safetensors.torch import save as st_save
+
+        if self.removed:
+            raise ValueError("this TEAL handle was removed; nothing to save")
+        n = self.fingerprint["num_layers"]
+        table = torch.zeros(n, len(PROJECTIONS), dtype=torch.float64)
+        for (layer, proj), w in self.wrappers.items():
+            table[layer, PROJECTIONS.index(proj)] = w._t
+        blob = st_save({"thresholds": table}, metadata={"format": THRESHOLDS_FORMAT})
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with atomic_write(directory / THRESHOLDS_FILE, "wb") as fh:
+            fh.write(blob)
+        config = {
+            "format": THRESHOLDS_FORMAT,
+            "version": THRESHOLDS_VERSION,
+            "projections": list(PROJECTIONS),
+            "prefill": self.prefill,
+            "mode": self.mode,
+            "fuse_qkv": self.fuse_qkv,
+            "quantize": self.quantize,
+            "thresholds_sha256": hashlib.sha256(blob).hexdigest(),
+            "fingerprint": self.fingerprint,
+        }
+        with atomic_write(directory / CONFIG_FILE, "w") as fh:
+            json.dump(config, fh, indent=1)
+
     def remove(self) -> None:
-        """Restore the original ``nn.Linear`` modules (row-major weights): the model is exactly dense again."""
+        """Restore the original ``nn.Linear`` modules (same weight tensors): the model is exactly dense again."""
         if self.removed:
             return
+        for g in self.groups:
+            g.release()
         for key, w in self.wrappers.items():
             parent, name = self._parents[key]
-            w.restore_weight()
-            setattr(parent, name, w.linear)
+            lin = w.linear
+            w.release_copies()
+            setattr(parent, name, lin)
         self.removed = True
 
     def __enter__(self) -> TealHandle:
@@ -227,6 +175,38 @@ class TealHandle:
 
     def __exit__(self, *exc) -> None:
         self.remove()
+
+
+def _install(model, thresholds, *, prefill, backend, quantize, fuse_qkv):
+    """Wrap every projection with its threshold; returns (wrappers, parents, groups)."""
+    if prefill not in PREFILL_MODES:
+        raise ValueError(f"prefill must be one of {PREFILL_MODES}, got {prefill!r}")
+    if backend not in LINEAR_BACKENDS:
+        raise ValueError(f"backend must be one of {LINEAR_BACKENDS}, got {backend!r}")
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, got {quantize!r}")
+    if fuse_qkv and quantize is not None:
+        raise ValueError("fuse_qkv=True and quantize='int8' cannot be combined (there is no fused int8 q/k/v kernel)")
+    blocks = find_blocks(model)
+    if any(isinstance(m, TealLinear) for m in model.modules()):
+        raise ValueError("TEAL is already applied to this model; call handle.remove() first")
+    wrappers, parents, groups = {}, {}, []
+    for b in blocks:
+        for proj in PROJECTIONS:
+            parent, name = b.parents[proj]
+            lin = getattr(parent, name)
+            if not isinstance(lin, nn.Linear):
+                raise ValueError(f"layer {b.index} {proj} is a {type(lin).__name__}, TEAL wraps nn.Linear projections")
+            w = TealLinear(lin, thresholds[(b.index, proj)], prefill=prefill, backend=backend, quantize=quantize)
+            setattr(parent, name, w)
+            wrappers[(b.index, proj)] = w
+            parents[(b.index, proj)] = (parent, name)
+        if fuse_qkv:
+            group = QKVGroup(tuple(wrappers[(b.index, p)] for p in ("q", "k", "v")))
+            if group.members[0].decode_backend(group.members[0].weight.device) != "reference":
+                group.column_major()
+            groups.append(group)
+    return wrappers, parents, groups
 
 
 def apply_teal(
@@ -237,30 +217,95 @@ def apply_teal(
     prefill: str = DEFAULT_PREFILL,
     backend: str = "auto",
     mode: str = DEFAULT_THRESHOLD_MODE,
+    fuse_qkv: bool = False,
+    quantize: str | None = None,
 ) -> TealHandle:
-    """Wrap the seven projections of every block with calibrated thresholds for ``plan``; returns a handle."""
+    """Wrap the seven projections of every block with calibrated thresholds for ``plan``; returns a handle.
+
+    ``fuse_qkv=True`` computes q, k and v of a decode token with one fused kernel (one stacked column-major copy of
+    W_q/W_k/W_v, three thresholds); ``quantize="int8"`` computes every projection with per-output-channel int8
+    weights (decode through the int8 sparse kernel). The calibration must come from this model (same fingerprint)
+    and the plan may only name layers the model has.
+    """
     if not isinstance(calibration, CalibrationResult):
         raise TypeError(f"calibration must be a CalibrationResult, got {type(calibration).__name__}")
     if not isinstance(plan, SparsityPlan):
         raise TypeError(f"plan must be a SparsityPlan, got {type(plan).__name__}")
     if mode not in THRESHOLD_MODES:
         raise ValueError(f"mode must be one of {THRESHOLD_MODES}, got {mode!r}")
-    blocks = find_blocks(model)
-    if any(isinstance(m, TealLinear) for m in model.modules()):
-        raise ValueError("TEAL is already applied to this model; call handle.remove() first")
-    if calibration.num_layers != len(blocks):
-        raise ValueError(f"calibration has {calibration.num_layers} layers but the model has {len(blocks)}")
-    wrappers, parents = {}, {}
-    for b in blocks:
-        for proj in PROJECTIONS:
-            t = calibration.threshold(b.index, proj, plan.sparsity(b.index, proj), mode)
-            parent, name = b.parents[proj]
-            w = TealLinear(getattr(parent, name), t, prefill=prefill, backend=backend)
-            w._decode_backend(w.linear.weight)  # resolve the decode kernel now, outside any compiled region
-            setattr(parent, name, w)
-            wrappers[(b.index, proj)] = w
-            parents[(b.index, proj)] = (parent, name)
-    return TealHandle(model, wrappers, parents, calibration, mode)
+    calibration.check_model(model)
+    plan.check_layers(calibration.num_layers)
+    thresholds = {
+        (layer, proj): calibration.threshold(layer, proj, plan.sparsity(layer, proj), mode)
+        for layer in range(calibration.num_layers)
+        for proj in PROJECTIONS
+    }
+    wrappers, parents, groups = _install(
+        model, thresholds, prefill=prefill, backend=backend, quantize=quantize, fuse_qkv=fuse_qkv
+    )
+    return TealHandle(
+        model, wrappers, parents, calibration, mode, prefill=prefill, fuse_qkv=fuse_qkv, quantize=quantize,
+        groups=groups,
+    )  # fmt: skip
+
+
+def load_teal(
+    model: nn.Module,
+    directory: str | Path,
+    *,
+    backend: str = "auto",
+    prefill: str | None = None,
+    fuse_qkv: bool | None = None,
+    quantize: str | None | bool = False,
+) -> TealHandle:
+    """Apply thresholds written by :meth:`TealHandle.save` to ``model`` (which must match the saved fingerprint).
+
+    ``prefill``, ``fuse_qkv`` and ``quantize`` default to the saved values (``quantize=False`` means "as saved").
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load as st_load
+
+    directory = Path(directory)
+    cfg_path, st_path = directory / CONFIG_FILE, directory / THRESHOLDS_FILE
+    for f in (cfg_path, st_path):
+        if not f.is_file():
+            raise ValueError(f"no TEAL thresholds at {directory}: {f.name} is missing (write them with handle.save)")
+    try:
+        config = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{cfg_path} is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict) or config.get("format") != THRESHOLDS_FORMAT:
+        raise ValueError(f"{cfg_path} is not an iclr25.teal thresholds config")
+    if config.get("version") != THRESHOLDS_VERSION:
+        raise ValueError(f"{cfg_path} has version {config.get('version')}, expected {THRESHOLDS_VERSION}")
+    if config.get("projections") != list(PROJECTIONS):
+        raise ValueError(f"{cfg_path} lists projections {config.get('projections')}, expected {list(PROJECTIONS)}")
+    blob = st_path.read_bytes()
+    if hashlib.sha256(blob).hexdigest() != config.get("thresholds_sha256"):
+        raise ValueError(f"{st_path} does not match the checksum in {cfg_path} (a partial or foreign file)")
+    try:
+        table = st_load(blob).get("thresholds")
+    except SafetensorError as exc:
+        raise ValueError(f"{st_path} is not a readable safetensors file: {exc}") from exc
+    diff = fingerprint_mismatch(config.get("fingerprint") or {}, model_fingerprint(model))
+    if diff:
+        raise ValueError(f"these thresholds were saved for a different model ({diff})")
+    n = config["fingerprint"]["num_layers"]
+    if table is None or tuple(table.shape) != (n, len(PROJECTIONS)):
+        raise ValueError(f"{st_path} must hold 'thresholds' of shape ({n}, {len(PROJECTIONS)})")
+    if not bool((table >= 0).all()):  # also false for NaN
+        raise ValueError(f"{st_path} holds negative or NaN thresholds")
+    thresholds = {(i, p): float(table[i, j]) for i in range(n) for j, p in enumerate(PROJECTIONS)}
+    prefill = config.get("prefill", DEFAULT_PREFILL) if prefill is None else prefill
+    fuse = bool(config.get("fuse_qkv", False)) if fuse_qkv is None else fuse_qkv
+    quant = config.get("quantize") if quantize is False else quantize
+    wrappers, parents, groups = _install(
+        model, thresholds, prefill=prefill, backend=backend, quantize=quant, fuse_qkv=fuse
+    )
+    return TealHandle(
+        model, wrappers, parents, None, config.get("mode", DEFAULT_THRESHOLD_MODE), prefill=prefill, fuse_qkv=fuse,
+        quantize=quant, groups=groups,
+    )  # fmt: skip
 
 
 @torch.no_grad()
@@ -277,6 +322,8 @@ def measure_realized_sparsity(model: nn.Module, batches: Iterable[torch.Tensor])
                 raise ValueError("measure_realized_sparsity needs a model with TEAL applied (apply_teal)")
             wrappers[(b.index, p)] = m
     batches = _check_batches(batches)
+    for i, b in enumerate(batches):
+        check_token_ids(model, b, f"batch {i}")
     saved = {k: w.prefill for k, w in wrappers.items()}
     device = next(model.parameters()).device
     try:

@@ -5,21 +5,53 @@ They define what the kernels compute; they are not fast. ``weight`` is ``[out, i
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
+# (significand bits, smallest subnormal exponent, largest finite value) of the formats a threshold is compared in
+_GRID = {
+    torch.float32: (24, -149, 3.4028234663852886e38),
+    torch.bfloat16: (8, -133, 3.3895313892515355e38),
+    torch.float16: (11, -24, 65504.0),
+}
+
+
+def _round_to_grid(t: float, bits: int, min_exp: int, down: bool) -> float:
+    """``t`` (finite, > 0) rounded to a binary format with ``bits`` significand bits (nearest-even or down)."""
+    _, e = math.frexp(t)  # t = m * 2**e, 0.5 <= m < 1
+    ulp = math.ldexp(1.0, max(e - bits, min_exp))
+    q = t / ulp  # exact: a power-of-two scaling
+    return (math.floor(q) if down else round(q)) * ulp
+
+
+def compare_threshold(threshold: float, dtype: torch.dtype) -> float:
+    """The threshold to compare ``|x|`` against in ``x``'s own dtype so that the result equals the fp32 comparison
+    ``|x| <= fp32(t)`` the kernels make: fp32(t) itself for fp32 (and t for fp64), else the largest bf16/fp16 value
+    not above fp32(t). (Comparing bf16/fp16 ``|x|`` with t rounded to nearest would zero values just above t.)"""
+    t = float(threshold)
+    if dtype == torch.float64 or not (0.0 < t < math.inf):
+        return t
+    bits, min_exp, top = _GRID[torch.float32]
+    t32 = _round_to_grid(t, bits, min_exp, down=False)
+    if t32 > top:
+        return math.inf
+    if dtype not in _GRID or dtype == torch.float32:
+        return t32
+    bits, min_exp, top = _GRID[dtype]
+    return min(_round_to_grid(t32, bits, min_exp, down=True), top)
+
 
 def active_mask(x: torch.Tensor, threshold: float) -> torch.Tensor:
-    """1[|x| > t], compared in at least fp32 (a bf16/fp16 comparison would round t itself to bf16/fp16)."""
-    ax = x.abs()
-    if ax.dtype in (torch.float16, torch.bfloat16):
-        ax = ax.float()
-    return ax > threshold
+    """1[not |x| <= t]: |x| > t, and NaN counts as active so it propagates to the output as in x * 1[|x| > t] (where
+    NaN * 0 = NaN). Exactly the fp32 comparison of the kernels, computed in ``x``'s dtype (:func:`compare_threshold`)."""
+    return ~(x.abs() <= compare_threshold(threshold, x.dtype))
 
 
 def sparsify_input(x: torch.Tensor, threshold: float) -> torch.Tensor:
-    """TEAL's s_t(x) = x * 1[|x| > t]."""
-    return x * active_mask(x, threshold)
+    """TEAL's s_t(x) = x * 1[|x| > t]: inactive entries become exactly 0, NaN stays NaN (one fused ``hardshrink``)."""
+    return F.hardshrink(x, compare_threshold(threshold, x.dtype))
 
 
 def sparse_gemv_reference(

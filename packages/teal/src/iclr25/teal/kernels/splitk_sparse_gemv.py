@@ -63,19 +63,24 @@ def _sparse_gemv_kernel(
     k_ok = rk < K
     x = tl.load(x_ptr + rk, mask=k_ok, other=0.0).to(tl.float32)
     ax = tl.abs(x)
+    nan = x != x  # NaN inputs are active, so they propagate as in the reference x * 1[|x| > t]
     if QKV:  # the threshold of each output column: t_q, t_k or t_v by its block
         t_n = tl.where(rn < bound_q, t_q, tl.where(rn < bound_k, t_k, t_v))
-        active = (ax[:, None] > t_n[None, :]) & k_ok[:, None] & n_ok[None, :]
+        active = ((ax[:, None] > t_n[None, :]) | nan[:, None]) & k_ok[:, None] & n_ok[None, :]
     else:
-        active = ((ax > t_q) & k_ok)[:, None] & n_ok[None, :]
+        active = (((ax > t_q) | nan) & k_ok)[:, None] & n_ok[None, :]
+    # Only active weight entries are loaded; the loaded values are used as they are (no select on them afterwards),
+    # so a kernel that fetched an inactive row would let a NaN/inf written there reach the output (tested).
     w = tl.load(w_ptr + rk[:, None] * stride_wk + rn[None, :] * stride_wn, mask=active, other=0.0).to(tl.float32)
-    acc = tl.sum(tl.where(active, x[:, None] * w, 0.0), axis=0)
+    xs = tl.where(active, x[:, None], 0.0)  # inactive inputs contribute exactly 0 (also when x = inf and t = inf)
+    acc = tl.sum(xs * w, axis=0)
     if HAS_SCALE:
         acc = acc * tl.load(scale_ptr + rn, mask=n_ok, other=0.0)
     tl.atomic_add(out_ptr + rn, acc, mask=n_ok)
 
 
-def _launch(x, weight, thresholds, scales, qkv_bounds):
+def _launch(x, weight, thresholds, scales, qkv_bounds, kernel=None):
+    """Run ``kernel`` (default: ``_sparse_gemv_kernel``; tests pass a mutant with the same signature)."""
     if x.dim() != 1:
         raise ValueError(f"x must be one token [in], got shape {tuple(x.shape)}")
     n, k = weight.shape
@@ -90,7 +95,7 @@ def _launch(x, weight, thresholds, scales, qkv_bounds):
     def grid(meta):
         return (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(k, meta["BLOCK_K"]))
 
-    _sparse_gemv_kernel[grid](
+    (kernel or _sparse_gemv_kernel)[grid](
         x,
         weight,
         ts[0],
