@@ -78,3 +78,44 @@ def test_librispeech_folder(tmp_path):
     (d / "19-198.trans.txt").write_text("19-198-0009 MISSING\n")
     with pytest.raises(FileNotFoundError):
         list(iter_librispeech(tmp_path, ext=".wav"))
+
+
+def _silent_run_start(wav: np.ndarray, end: int, sample_rate: int) -> int:
+    """Independent oracle: start of the longest run of near-zero samples (|x| < 1e-3) in the 120 ms before ``end``."""
+    lo = max(0, end - int(0.12 * sample_rate))
+    quiet = np.abs(wav[lo:end]) < 1e-3
+    best, best_start, run_start = 0, end, None
+    for i, q in enumerate(np.append(quiet, False)):
+        if q and run_start is None:
+            run_start = i
+        elif not q and run_start is not None:
+            if i - run_start > best:
+                best, best_start = i - run_start, lo + run_start
+            run_start = None
+    return best_start
+
+
+def test_stop_onsets_start_at_the_closure():
+    """p/t/k: espeak's event is the release; the syllable boundary must sit at the closure onset (within 10 ms)."""
+    words = [("ka:", "pa:", "ti:"), ("moU", "kEn"), ("su:", "ta:")]
+    utt = synthesize_words(words, rate=170)
+    sr = utt.sample_rate
+    releases = [t for t, p in utt.phones if not p.startswith("_")]
+    phon = [p for t, p in utt.phones if not p.startswith("_")]
+    onset_idx, k = [], 0
+    for w in words:
+        for syl in w:
+            onset_idx.append(k)
+            k += len(split_syllable(syl))
+    checked = 0
+    for j, i in enumerate(onset_idx):
+        if j == 0 or phon[i] not in ("p", "t", "k"):
+            continue
+        release = releases[i]
+        closure = _silent_run_start(utt.wav, int(round(release * sr)), sr) / sr
+        assert release - closure > 0.02  # a real closure: the release event is well after it
+        start = utt.syllables[j][0]
+        assert abs(start - closure) <= 0.010, (phon[i], start, closure, release)
+        assert utt.syllables[j - 1][1] == start
+        checked += 1
+    assert checked == 4  # pa:, ti:, kEn, ta:

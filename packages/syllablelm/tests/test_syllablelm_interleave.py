@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from iclr25.syllablelm.interleave import (
+from iclr25.syllablelm.interleaving import (
     InterleavedVocab,
     dedup_with_durations,
     deinterleave,

@@ -112,16 +112,95 @@ def test_training_learns_and_resumes(tmp_path):
     losses = train_lm(model, seqs, cfg)
     assert losses[-1] < 0.5 * losses[0]
     assert pair_accuracy(model, [([1, 2, 3, 4], [1, 4, 3, 2]), ([7, 8, 9, 10], [10, 9, 8, 7])]) == 1.0
-    # resume: 30 steps, then 30 more from the checkpoint == 60 straight
-    ck = tmp_path / "lm.pt"
+
+
+def test_resume_is_exact_with_dropout(tmp_path):
+    """until=3, then a resume in a fresh model with a disturbed global RNG == 6 straight steps, bit for bit."""
+    seqs = [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10], [1, 2, 3, 11], [4, 4, 2]]
+    cfg = LMTrainConfig(steps=6, lr=1e-2, batch_size=3, seed=3)
+    drop = SyllableLMConfig(**{**TINY.__dict__, "dropout": 0.3})
     torch.manual_seed(5)
-    ref = SyllableLM(TINY)
+    ref = SyllableLM(drop)
     init = {k: v.clone() for k, v in ref.state_dict().items()}
-    train_lm(ref, seqs, cfg)
-    part = SyllableLM(TINY)
+    torch.manual_seed(11)
+    ref_losses = train_lm(ref, seqs, cfg)
+    ck = tmp_path / "lm.pt"
+    part = SyllableLM(drop)
     part.load_state_dict(init)
-    train_lm(part, seqs, LMTrainConfig(**{**cfg.__dict__, "steps": 60}), checkpoint=ck)
-    resumed, state = load_lm_checkpoint(ck)
-    assert state["step"] == 60
+    torch.manual_seed(11)
+    first = train_lm(part, seqs, cfg, checkpoint=ck, until=3)
+    assert load_lm_checkpoint(ck)[1]["step"] == 3
+    torch.manual_seed(999)  # whatever the caller's RNG state, the checkpoint's is used
+    resumed = SyllableLM(drop)
+    rest = train_lm(resumed, seqs, cfg, checkpoint=ck)
+    assert first + rest == ref_losses
     for k, v in ref.state_dict().items():
-        torch.testing.assert_close(resumed.state_dict()[k], v)
+        assert torch.equal(resumed.state_dict()[k], v), k
+    assert load_lm_checkpoint(ck)[1]["step"] == 6
+    with pytest.raises(ValueError, match="until"):
+        train_lm(resumed, seqs, cfg, until=7)
+
+
+def test_score_and_generate_run_in_eval_mode():
+    torch.manual_seed(2)
+    model = SyllableLM(SyllableLMConfig(**{**TINY.__dict__, "dropout": 0.5})).train()
+    a, b = model.score([[1, 2, 3, 4]]), model.score([[1, 2, 3, 4]])
+    assert torch.equal(a, b)
+    assert model.training and all(m.training for m in model.modules())  # the caller's mode is restored
+    with torch.no_grad():
+        ref = model.eval().score([[1, 2, 3, 4]])
+    assert torch.equal(a, ref)
+    model.train()
+    g1 = model.generate([1, 2], 6, temperature=0.0, stop_at_eos=False)
+    g2 = model.generate([1, 2], 6, temperature=0.0, stop_at_eos=False)
+    assert torch.equal(g1, g2) and model.training
+
+
+@pytest.mark.parametrize("top_k", [0, -1, 2.5, True])
+def test_generate_rejects_bad_top_k(top_k):
+    model = SyllableLM(TINY)
+    with pytest.raises(ValueError, match="top_k"):
+        model.generate([1, 2], 3, top_k=top_k)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_batch_equals_one_at_a_time(use_cache):
+    """Ragged prompts (an empty one included), left-padded: greedy rows == single-prompt generate; logits match."""
+    torch.manual_seed(4)
+    model = SyllableLM(SyllableLMConfig(**{**TINY.__dict__, "dropout": 0.2})).train()
+    prompts = [[1, 2, 3, 4, 5, 6], [7], [], [3, 3, 9, 1]]
+    for stop_at_eos in (True, False):
+        batch = model.generate_batch(prompts, 9, temperature=0.0, use_cache=use_cache, stop_at_eos=stop_at_eos)
+        single = [model.generate(p, 9, temperature=0.0, stop_at_eos=stop_at_eos) for p in prompts]
+        assert [b.tolist() for b in batch] == [s.tolist() for s in single]
+    assert model.training  # eval mode only inside
+    # the padded forward pass with per-row positions reproduces each row's own logits
+    model.eval()
+    stop = model.config.stop
+    inp = torch.tensor([[stop, stop, stop, 1, 2], [stop, 3, 4, 5, 6]])  # BOS = STOP; row 0 has two pads
+    mask = torch.tensor([[False, False, True, True, True], [True] * 5])
+    positions = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])
+    with torch.no_grad():
+        logits, _ = model(inp, key_mask=mask, positions=positions)
+        assert torch.isfinite(logits).all()
+        ref0, _ = model(inp[:1, 2:])
+        ref1, _ = model(inp[1:])
+    torch.testing.assert_close(logits[0, 2:], ref0[0])
+    torch.testing.assert_close(logits[1], ref1[0])
+
+
+def test_generate_batch_sampling_and_bad_input():
+    torch.manual_seed(0)
+    model = SyllableLM(TINY)
+    g = torch.Generator().manual_seed(1)
+    a = model.generate_batch([[1, 2], [3]], 5, temperature=1.0, top_k=3, generator=g, stop_at_eos=False)
+    g = torch.Generator().manual_seed(1)
+    b = model.generate_batch([[1, 2], [3]], 5, temperature=1.0, top_k=3, generator=g, stop_at_eos=False)
+    assert [len(x) for x in a] == [7, 6] and all(torch.equal(x, y) for x, y in zip(a, b))
+    assert [x.tolist() for x in model.generate_batch([[1, 2]], 0)] == [[1, 2]]
+    with pytest.raises(ValueError, match="non-empty list"):
+        model.generate_batch([], 3)
+    with pytest.raises(ValueError, match="prompt ids"):
+        model.generate_batch([[1], [TINY.vocab]], 3)
+    with pytest.raises(ValueError, match="top_k"):
+        model.generate_batch([[1]], 3, top_k=0)

@@ -18,6 +18,7 @@ from iclr25.syllablelm.losspred import (
     loss_to_affinity,
     losspred_segment,
     mask_schedule,
+    num_losspred_segments,
 )
 
 
@@ -102,6 +103,18 @@ def test_oracle_teacher_recovers_planted_boundaries(lengths):
     teacher = OracleTeacher(lengths)
     borders = losspred_segment(teacher, None, num_segments=len(lengths))
     assert borders.tolist() == np.concatenate([[0], np.cumsum(lengths)]).tolist()
+
+
+def test_default_segment_count_counts_borders():
+    """The notebook's K = floor(T / (50 * 0.16)) + 1 counts borders: T = 400 gives 51 borders, 50 segments."""
+    assert num_losspred_segments(400) == 50
+    assert num_losspred_segments(85, sec_per_syllable=0.2) == 8  # K = floor(85 / 10) + 1 = 9 borders
+    assert num_losspred_segments(3) == 1  # K = 1 border would be no segment at all: one segment
+    with pytest.raises(ValueError, match="num_frames"):
+        num_losspred_segments(0)
+    # T = 85 frames, 8 planted syllables; at 0.2 s per syllable the default count recovers them exactly
+    borders = losspred_segment(OracleTeacher(LENGTHS_SHORT), None, sec_per_syllable=0.2)
+    assert borders.tolist() == np.concatenate([[0], np.cumsum(LENGTHS_SHORT)]).tolist()
 
 
 def test_affinity_band():

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iclr25.syllablelm.metrics import bitrate, boundary_scores, clustering_scores, r_value, tune_shift
+from iclr25.syllablelm.metrics import (
+    bitrate,
+    boundary_scores,
+    clustering_scores,
+    protocol_boundaries,
+    r_value,
+    tune_shift,
+)
 
 
 def test_boundary_hand_case():
@@ -70,3 +77,53 @@ def test_bitrate():
     assert b["entropy_bps"] <= b["storage_bps"]
     with pytest.raises(ValueError):
         bitrate(units, 0.0)
+
+
+# --- boundary protocols: both sides reduced the same way -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["official", "interior"])
+def test_same_boundaries_on_both_sides_score_one(protocol):
+    b = [0.0, 0.21, 0.47, 0.80, 1.13]
+    s = boundary_scores(b, list(b), protocol=protocol)
+    assert s["f1"] == pytest.approx(1.0) and s["precision"] == pytest.approx(1.0) and s["recall"] == 1.0
+    corpus = [[0.05, 0.3, 0.7], [0.0, 0.4, 0.9, 1.2]]
+    assert boundary_scores(corpus, [list(c) for c in corpus], protocol=protocol)["f1"] == pytest.approx(1.0)
+
+
+def test_official_is_the_default_and_interior_drops_both_ends_on_both_sides():
+    pred, ref = [0.0, 0.30, 0.60, 1.00], [0.02, 0.31, 0.90, 1.00]
+    off = boundary_scores(pred, ref)
+    assert (off["hits"], off["n_pred"], off["n_ref"]) == (3, 4, 4)  # 0/0.02, 0.30/0.31, 1.00/1.00
+    assert off == boundary_scores(pred, ref, protocol="official")
+    inner = boundary_scores(pred, ref, protocol="interior")
+    assert (inner["hits"], inner["n_pred"], inner["n_ref"]) == (1, 2, 2)  # [0.3, 0.6] vs [0.31, 0.9]
+    assert protocol_boundaries(pred, "interior").tolist() == [0.30, 0.60]
+    with pytest.raises(ValueError, match="protocol"):
+        boundary_scores(pred, ref, protocol="zerospeech")
+    shift, tuned = tune_shift([pred], [ref], protocol="interior")
+    assert tuned["n_pred"] == 2 and tuned["n_ref"] == 2
+
+
+def test_pipeline_scores_true_segments_as_perfect():
+    """The demo's own reduction of predicted frame borders and reference syllables is symmetric: predicting exactly
+    the true syllables (on the 50 Hz grid) gives F1 = 1 under both protocols (the old one dropped the predicted
+    first and last border but kept the reference's, so this scored below 1)."""
+    from iclr25.syllablelm.data.synth import Utterance
+    from iclr25.syllablelm.pipeline import _score
+
+    sylls = [(0.0, 0.24, "ba"), (0.24, 0.5, "ki"), (0.5, 0.9, "mot")]
+    utt = Utterance(wav=np.zeros(16000, np.float32), sample_rate=16000, syllables=sylls)
+    borders = np.round(utt.boundaries * 50).astype(int)
+    for protocol in ("official", "interior"):
+        row = _score("oracle", [borders], [utt], protocol)
+        assert row["f1"] == pytest.approx(1.0) and row["recall"] == pytest.approx(1.0), protocol
+
+
+def test_boundary_scores_rejects_2d_arrays():
+    with pytest.raises(ValueError, match="2-D array is never a corpus|1-D"):
+        boundary_scores(np.array([[0.1, 0.2], [0.3, 0.4]]), np.array([[0.1, 0.2], [0.3, 0.4]]))
+    with pytest.raises(ValueError, match="1-D"):
+        boundary_scores([np.array([[0.1, 0.2]])], [[0.1, 0.2]])
+    with pytest.raises(ValueError, match="both"):
+        boundary_scores([[0.1], [0.2]], [0.1, 0.2])  # a corpus against one utterance

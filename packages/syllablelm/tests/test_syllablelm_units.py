@@ -130,3 +130,12 @@ def test_tokenizer_end_to_end_on_planted_features(tmp_path):
     tok.save(path)
     again = SylBoostTokenizer.load(path, tok.encoder)
     assert again.encode(torch.tensor([0.0])).units.tolist() == units.units.tolist()
+    # batched tokenization (one padded DP, one assignment) == one utterance at a time, ragged lengths included
+    wavs = [torch.tensor([float(i)]) for i in (3, 0, 5, 1)]
+    for dedup in (True, False):
+        batch = tok.encode_batch(wavs, dedup=dedup)
+        single = [tok.encode(w, dedup=dedup) for w in wavs]
+        for b, s in zip(batch, single):
+            assert b.units.tolist() == s.units.tolist()
+            assert b.starts.tolist() == s.starts.tolist() and b.ends.tolist() == s.ends.tolist()
+    assert len({data[i].shape[0] for i in (3, 0, 5, 1)}) > 1 and tok.encode_batch([]) == []

@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from iclr25.shared import atomic_write
@@ -42,23 +41,8 @@ def _demo(args) -> int:
     return 0
 
 
-def _read_wav(path: str) -> np.ndarray:
-    from scipy.io import wavfile
-    from scipy.signal import resample_poly
-
-    sr, x = wavfile.read(path)
-    x = x.astype(np.float32)
-    if x.ndim == 2:
-        x = x.mean(1)
-    if np.issubdtype(np.asarray(x).dtype, np.floating) and np.abs(x).max() > 1.5:
-        x = x / 32768.0
-    if sr != 16000:
-        g = np.gcd(sr, 16000)
-        x = resample_poly(x, 16000 // g, sr // g).astype(np.float32)
-    return x
-
-
 def _tokenize(args) -> int:
+    from .data.loaders import load_audio
     from .pipeline import _features
     from .pretrain import load_small_hubert
     from .tokenizer import SylBoostTokenizer
@@ -68,7 +52,7 @@ def _tokenize(args) -> int:
     tok = SylBoostTokenizer.load(model_dir / "tokenizer.npz", lambda w: _features(student, w, -2))
     out = {}
     for p in args.wavs:
-        units = tok.encode(_read_wav(p))
+        units = tok.encode(load_audio(p))
         out[p] = [{"unit": int(u), "start": s, "end": e} for u, s, e in units.seconds()]
     text = json.dumps(out, indent=1)
     if args.out:

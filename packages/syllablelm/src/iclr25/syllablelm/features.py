@@ -7,8 +7,9 @@ k-means on MFCCs).
 from __future__ import annotations
 
 import numpy as np
-import torch
 from scipy.fft import dct
+
+from ._checks import check_waveform
 
 
 def mel_filterbank(n_mels: int, n_fft: int, sample_rate: int, fmin: float = 20.0, fmax: float | None = None):
@@ -41,7 +42,7 @@ def mfcc(
     cmvn: bool = True,
 ) -> np.ndarray:
     """MFCCs (+ deltas) of a mono waveform: ``[T, n_mfcc * (2 if deltas else 1)]`` with ``T = (S - 400) // 320 + 1``."""
-    x = np.asarray(torch.as_tensor(wav).float().reshape(-1).cpu().numpy(), dtype=np.float64)
+    x = check_waveform(wav).cpu().double().numpy()
     if len(x) < win:
         raise ValueError(f"need at least {win} samples, got {len(x)}")
     t = (len(x) - win) // hop + 1

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import HubertConfig, HubertModel
 
+from ._checks import check_waveform
 from ._keymap import rename_key
 from .config import LossPredConfig
 
@@ -103,13 +104,9 @@ class HubertTeacher(nn.Module):
         return max(n, 0)
 
     def _wav(self, wav: torch.Tensor) -> torch.Tensor:
-        if not isinstance(wav, torch.Tensor):
-            wav = torch.as_tensor(wav)
-        wav = wav.float()
+        wav = check_waveform(wav, batched=True).float()
         if wav.ndim == 1:
             wav = wav.unsqueeze(0)
-        if wav.ndim != 2:
-            raise ValueError(f"wav must be [S] or [B, S], got shape {tuple(wav.shape)}")
         if wav.shape[-1] < 400:
             raise ValueError(f"wav needs at least 400 samples (one 25 ms frame), got {wav.shape[-1]}")
         return wav.to(self.final_proj.weight.device)

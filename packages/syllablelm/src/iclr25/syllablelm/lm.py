@@ -8,8 +8,9 @@ concatenates cached keys into the values).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -81,7 +82,9 @@ class _Block(nn.Module):
         causal = torch.ones(t, k.shape[2], dtype=torch.bool, device=x.device).tril(diagonal=past)
         mask = causal[None, None]
         if key_mask is not None:
-            mask = mask & key_mask[:, None, None, :]
+            # padded keys are hidden; a padded query still sees itself, so no attention row is empty (NaN-free)
+            own = torch.arange(k.shape[2], device=x.device)[None, :] == past + torch.arange(t, device=x.device)[:, None]
+            mask = mask & (key_mask[:, None, None, :] | own[None, None])
         att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         x = x + self.drop(self.proj(att.transpose(1, 2).reshape(b, t, d)))
         x = x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
@@ -103,6 +106,18 @@ def pad_batch(seqs: Sequence, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
         tgt[i, : len(s)] = s
         tgt[i, len(s)] = stop
     return inp, tgt
+
+
+@contextlib.contextmanager
+def _eval_mode(model: nn.Module) -> Iterator[None]:
+    """Run in eval mode (no dropout) and restore the caller's train/eval flags of every submodule afterwards."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
 
 
 class SyllableLM(nn.Module):
@@ -128,10 +143,17 @@ class SyllableLM(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, tokens: torch.Tensor, cache: list | None = None, key_mask: torch.Tensor | None = None):
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        cache: list | None = None,
+        key_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+    ):
         """Logits ``[B, T, V + 1]`` for tokens ``[B, T]`` continuing ``cache`` (a list of per-layer (k, v)).
 
-        Returns ``(logits, new_cache)``. ``key_mask [B, past + T]`` marks real (True) vs padded keys.
+        Returns ``(logits, new_cache)``. ``key_mask [B, past + T]`` marks real (True) vs padded keys; ``positions
+        [B, T]`` overrides the position ids (default ``past .. past + T - 1``; left-padded batches need their own).
         """
         if tokens.ndim != 2:
             raise ValueError(f"tokens must be [B, T], got shape {tuple(tokens.shape)}")
@@ -139,8 +161,15 @@ class SyllableLM(nn.Module):
         t = tokens.shape[1]
         if past + t > self.config.max_pos:
             raise ValueError(f"sequence of {past + t} tokens exceeds max_pos={self.config.max_pos}")
-        pos = torch.arange(past, past + t, device=tokens.device)
-        x = self.embed(tokens) + self.pos(pos)[None]  # no input dropout (official)
+        if positions is None:
+            pos_emb = self.pos(torch.arange(past, past + t, device=tokens.device))[None]
+        else:
+            if positions.shape != tokens.shape:
+                raise ValueError(
+                    f"positions must have the tokens' shape {tuple(tokens.shape)}, got {tuple(positions.shape)}"
+                )
+            pos_emb = self.pos(positions.to(tokens.device))
+        x = self.embed(tokens) + pos_emb  # no input dropout (official)
         new_cache = []
         for i, blk in enumerate(self.blocks):
             x, kv = blk(x, None if cache is None else cache[i], key_mask)
@@ -164,7 +193,13 @@ class SyllableLM(nn.Module):
     @torch.no_grad()
     def score(self, units, normalize: bool = False) -> torch.Tensor:
         """Log-likelihood (nats) of each unit sequence followed by STOP, given BOS; ``normalize`` divides by the
-        number of predicted tokens. ``units``: one sequence or a list of them. Returns ``[B]``."""
+        number of predicted tokens. ``units``: one sequence or a list of them. Returns ``[B]``.
+
+        Runs in eval mode (no dropout) and leaves the model's train/eval mode as it found it."""
+        with _eval_mode(self):
+            return self._score(units, normalize)
+
+    def _score(self, units, normalize: bool) -> torch.Tensor:
         if (
             isinstance(units, torch.Tensor)
             and units.ndim == 1
@@ -194,13 +229,102 @@ class SyllableLM(nn.Module):
     ):
         """Continue ``prompt`` (1-D unit ids, BOS is prepended internally); returns prompt + new tokens.
 
-        ``temperature=0`` is greedy. Generation stops early at STOP when ``stop_at_eos`` (STOP is not returned).
+        ``temperature=0`` is greedy; ``top_k`` (>= 1) keeps the k most likely tokens. Generation stops early at STOP
+        when ``stop_at_eos`` (STOP is not returned). Runs in eval mode (no dropout) and restores the model's mode.
         """
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        if temperature < 0:
+        self._check_sampling(max_new_tokens, temperature, top_k)
+        prompt = self._check_prompt(prompt)
+        with _eval_mode(self):
+            return self._generate(prompt, max_new_tokens, temperature, top_k, use_cache, generator, stop_at_eos)
+
+    @torch.no_grad()
+    def generate_batch(
+        self,
+        prompts,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+        stop_at_eos: bool = True,
+    ) -> list[torch.Tensor]:
+        """``generate`` for a list of prompts of any lengths at once (left-padded, masked, per-row positions).
+
+        Row i equals ``generate(prompts[i], ...)`` (greedy: the same tokens; sampling draws from ``generator`` row by
+        row, so the streams differ from one-at-a-time calls). Rows that reach STOP stop growing; the loop ends when
+        all have stopped or after ``max_new_tokens``.
+        """
+        self._check_sampling(max_new_tokens, temperature, top_k)
+        if isinstance(prompts, torch.Tensor) and prompts.ndim == 2:
+            prompts = list(prompts)
+        if not isinstance(prompts, (list, tuple)) or not prompts:
+            raise ValueError("prompts must be a non-empty list of 1-D unit sequences")
+        prompts = [self._check_prompt(p) for p in prompts]
+        with _eval_mode(self):
+            return self._generate_batch(prompts, max_new_tokens, temperature, top_k, use_cache, generator, stop_at_eos)
+
+    @staticmethod
+    def _check_sampling(max_new_tokens, temperature, top_k) -> None:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+        if not temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        prompt = torch.as_tensor(prompt, dtype=torch.long).reshape(-1)
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+            raise ValueError(f"top_k must be None (no truncation) or an int >= 1, got {top_k!r}")
+
+    def _check_prompt(self, prompt) -> torch.Tensor:
+        prompt = torch.as_tensor(prompt, dtype=torch.long)
+        if prompt.ndim > 1:
+            raise ValueError(f"prompt must be 1-D unit ids, got shape {tuple(prompt.shape)}")
+        prompt = prompt.reshape(-1).cpu()
+        if len(prompt) and (prompt.min() < 0 or prompt.max() >= self.config.vocab):
+            raise ValueError(
+                f"prompt ids must lie in [0, {self.config.vocab}), got range [{int(prompt.min())}, {int(prompt.max())}]"
+            )
+        return prompt
+
+    def _generate_batch(self, prompts, max_new_tokens, temperature, top_k, use_cache, generator, stop_at_eos):
+        dev = self.embed.weight.device
+        b = len(prompts)
+        lens = [len(p) + 1 for p in prompts]  # with BOS
+        width = max(lens)
+        tokens = torch.full((b, width), self.config.stop, dtype=torch.long)
+        mask = torch.zeros(b, width, dtype=torch.bool)
+        for i, p in enumerate(prompts):
+            tokens[i, width - lens[i] :] = torch.cat([torch.tensor([self.config.bos]), p])
+            mask[i, width - lens[i] :] = True
+        pads = torch.tensor([width - n for n in lens])
+        positions = (torch.arange(width)[None, :] - pads[:, None]).clamp(min=0)
+        tokens, mask, positions = tokens.to(dev), mask.to(dev), positions.to(dev)
+        out: list[list[int]] = [[] for _ in range(b)]
+        done = [False] * b
+        cache = None
+        step_tokens, step_pos = tokens, positions
+        for _ in range(max_new_tokens):
+            if use_cache:
+                logits, cache = self(step_tokens, cache, key_mask=mask, positions=step_pos)
+            else:
+                logits, _ = self(tokens, key_mask=mask, positions=positions)
+            nxt = []
+            for i in range(b):
+                tok = self.config.stop
+                if not done[i]:
+                    tok = self._sample(logits[i, -1].float(), temperature, top_k, generator)
+                    if stop_at_eos and tok == self.config.stop:
+                        done[i] = True
+                    else:
+                        out[i].append(tok)
+                nxt.append(tok)
+            if all(done):
+                break
+            step_tokens = torch.tensor(nxt, dtype=torch.long, device=dev)[:, None]
+            step_pos = positions[:, -1:] + 1
+            tokens = torch.cat([tokens, step_tokens], dim=1)
+            positions = torch.cat([positions, step_pos], dim=1)
+            mask = torch.cat([mask, torch.ones(b, 1, dtype=torch.bool, device=dev)], dim=1)
+        return [torch.cat([p, torch.tensor(o, dtype=torch.long)]) for p, o in zip(prompts, out)]
+
+    def _generate(self, prompt, max_new_tokens, temperature, top_k, use_cache, generator, stop_at_eos):
         dev = self.embed.weight.device
         seq = torch.cat([torch.tensor([self.config.bos]), prompt]).to(dev)[None]
         cache = None

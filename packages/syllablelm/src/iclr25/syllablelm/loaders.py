@@ -12,12 +12,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ._keymap import rename_key
 from .lm import SyllableLM, SyllableLMConfig
-from .tokenizer import Encoder, SylBoostTokenizer
+from .tokenizer import load_official_units  # re-exported: the function lives beside the tokenizer
 
 __all__ = ["fairseq_lm_key", "load_fairseq_lm", "load_official_units", "lm_state_to_fairseq"]
 
@@ -63,8 +62,29 @@ def lm_state_to_fairseq(model: SyllableLM) -> dict:
     return inverse
 
 
-def load_fairseq_lm(path: str | Path) -> SyllableLM:
-    """Build a ``SyllableLM`` from an official fairseq checkpoint file (strict: every key and shape must match)."""
+def _checkpoint_heads(state: dict, path) -> int:
+    """The number of attention heads recorded in a fairseq checkpoint (``cfg.model.num_heads``, or the legacy
+    ``args.num_heads``). The weights do not determine it (``qkv`` is ``[3d, d]`` for any head count)."""
+    cfg = state.get("cfg")
+    model_cfg = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
+    for src in (model_cfg, state.get("args")):
+        if src is None:
+            continue
+        value = src.get("num_heads") if isinstance(src, dict) else getattr(src, "num_heads", None)
+        if value is not None:
+            return int(value)
+    raise ValueError(
+        f"{path}: the checkpoint records no head count (no cfg.model.num_heads or args.num_heads); the weights "
+        "cannot tell it, so pass heads= explicitly (the official Base config, cluster_alan.yaml, uses 12)"
+    )
+
+
+def load_fairseq_lm(path: str | Path, heads: int | None = None) -> SyllableLM:
+    """Build a ``SyllableLM`` from an official fairseq checkpoint file (strict: every key and shape must match).
+
+    The head count comes from the checkpoint's ``cfg.model.num_heads`` (or legacy ``args.num_heads``) unless
+    ``heads`` is given; a checkpoint that records neither raises instead of guessing.
+    """
     state = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(state, dict) or "model" not in state:
         raise ValueError(f"{path}: expected a fairseq checkpoint dict with a 'model' entry")
@@ -74,8 +94,9 @@ def load_fairseq_lm(path: str | Path) -> SyllableLM:
             raise ValueError(f"{path}: missing {key!r}; is this a cluster_alan SyllableLM checkpoint?")
     v1, dim = sd["embed_weight"].shape
     depth = len({int(m.group(1)) for k in sd if (m := re.match(r"^encoder\.blocks\.(\d+)\.", k))})
-    mcfg = ((state.get("cfg") or {}).get("model") or {}) if isinstance(state.get("cfg"), dict) else {}
-    heads = int(mcfg.get("num_heads", 12))
+    heads = _checkpoint_heads(state, path) if heads is None else heads
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or dim % heads:
+        raise ValueError(f"{path}: heads must be a positive int dividing the width {dim}, got {heads!r}")
     hidden = sd["encoder.blocks.0.mlp.fc1.weight"].shape[0] if depth else 4 * dim
     cfg = SyllableLMConfig(
         vocab=v1 - 1,
@@ -105,18 +126,3 @@ def load_fairseq_lm(path: str | Path) -> SyllableLM:
             raise ValueError(f"{path}: {k} has shape {tuple(v.shape)}, expected {tuple(expected[k].shape)}")
     model.load_state_dict({k: v.float() for k, v in ours.items()}, strict=True)
     return model.eval()
-
-
-def load_official_units(
-    encoder: Encoder, kmeans_npy: str | Path, agglom_npy: str | Path, rate: str = "6.25hz"
-) -> SylBoostTokenizer:
-    """Tokenizer from the released k-means centroids and agglomerative table (``np.load``; checked for shape)."""
-    centroids = np.load(kmeans_npy)
-    agglom = np.load(agglom_npy).reshape(-1)
-    if centroids.ndim != 2:
-        raise ValueError(f"{kmeans_npy}: centroids must be [K, D], got shape {centroids.shape}")
-    if agglom.shape[0] != centroids.shape[0]:
-        raise ValueError(f"{agglom_npy}: {agglom.shape[0]} entries for {centroids.shape[0]} centroids")
-    if not np.issubdtype(agglom.dtype, np.integer) or agglom.min() < 0:
-        raise ValueError(f"{agglom_npy}: expected non-negative integer unit ids")
-    return SylBoostTokenizer(encoder, centroids.astype(np.float32), agglom, rate=rate)

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from ._checks import check_finite, check_waveform
 from .config import FRAME_RATE, LossPredConfig
 from .segment import mincut_segment
 
@@ -83,6 +84,8 @@ def loss_matrix(
     """The LossPred matrix ``L [T, T]`` (rows: context frame, columns: predicted frame) and its write counts."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if wav is not None:  # a custom teacher may take its input in another form; None is left to it
+        wav = check_waveform(wav)
     with torch.no_grad():
         labels = teacher.labels(wav)
         t = int(labels.shape[-1])
@@ -98,6 +101,7 @@ def loss_matrix(
                 raise ValueError(
                     f"teacher returned losses of shape {tuple(losses.shape)}, expected {tuple(masks.shape)}"
                 )
+            check_finite(losses, "the teacher's masked-prediction losses")
             for row, centres in enumerate(chunk):
                 for mu in centres:
                     r = mu - left - 1  # last visible frame before the mask
@@ -134,8 +138,17 @@ def loss_to_affinity(
 def num_losspred_segments(
     num_frames: int, sec_per_syllable: float = LossPredConfig.sec_per_syllable, frame_rate: float = FRAME_RATE
 ) -> int:
-    """``floor(T / (frame_rate * sec_per_syllable)) + 1`` segments (the notebook's K at 6.25 Hz)."""
-    return int(num_frames // (frame_rate * sec_per_syllable)) + 1
+    """Number of min-cut segments: ``floor(T / (frame_rate * sec_per_syllable))``, at least 1.
+
+    The notebook sets ``K = floor(T / (50 * 0.16)) + 1`` and K counts *borders* (``0`` and ``T`` included), so the
+    segmentation has ``K - 1`` segments.
+    """
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    if not sec_per_syllable > 0 or not frame_rate > 0:
+        raise ValueError(f"sec_per_syllable and frame_rate must be > 0, got {sec_per_syllable}, {frame_rate}")
+    borders = int(num_frames // (frame_rate * sec_per_syllable)) + 1
+    return max(borders - 1, 1)
 
 
 def losspred_segment(

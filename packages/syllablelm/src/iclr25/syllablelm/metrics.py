@@ -4,6 +4,13 @@ Boundary protocol (SyllableLM notebook, as in Peng et al.): sorted unique bounda
 with a tolerance of 50 ms, ``P = hits / n_pred``, ``R = hits / n_ref``, ``F1``, over-segmentation
 ``OS = R / P - 1`` and ``R-value = 1 - (|r1| + |r2|) / 2`` with ``r1 = sqrt((1 - R)^2 + OS^2)`` and
 ``r2 = (R - 1 - OS) / sqrt(2)``. The notebook adds 1e-5 to P and R; ``eps`` reproduces that (default 0).
+
+Both sides are always reduced to boundaries the same way (``protocol``):
+- ``"official"`` (default): every segment border, the utterance's first onset and last offset included, on both
+  sides (the notebook scores all starts and ends of the predicted segments of VAD-trimmed speech against all starts
+  and ends of the reference syllables).
+- ``"interior"``: the first and last border of each utterance are dropped on both sides, so only boundaries between
+  segments are scored.
 """
 
 from __future__ import annotations
@@ -13,7 +20,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["bitrate", "boundary_scores", "clustering_scores", "r_value", "tune_shift"]
+__all__ = [
+    "BOUNDARY_PROTOCOLS",
+    "bitrate",
+    "boundary_scores",
+    "clustering_scores",
+    "protocol_boundaries",
+    "r_value",
+    "tune_shift",
+]
+
+BOUNDARY_PROTOCOLS = ("official", "interior")
 
 
 def _is_corpus(x) -> bool:
@@ -22,10 +39,24 @@ def _is_corpus(x) -> bool:
 
 
 def _as_sorted(name: str, x) -> np.ndarray:
-    arr = np.asarray(x, dtype=np.float64).reshape(-1)
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim > 1:
+        raise ValueError(
+            f"{name} of one utterance must be 1-D boundary times, got shape {arr.shape}; pass a corpus as a list of "
+            "1-D sequences (one per utterance)"
+        )
+    arr = arr.reshape(-1)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains non-finite boundary times")
     return np.unique(arr)
+
+
+def protocol_boundaries(seconds, protocol: str = "official") -> np.ndarray:
+    """The sorted unique boundaries of one utterance that ``protocol`` scores (see the module docstring)."""
+    if protocol not in BOUNDARY_PROTOCOLS:
+        raise ValueError(f"unknown boundary protocol {protocol!r}: expected one of {BOUNDARY_PROTOCOLS}")
+    b = _as_sorted("boundaries", seconds)
+    return b if protocol == "official" else b[1:-1]
 
 
 def _match(pred: np.ndarray, ref: np.ndarray, tol: float) -> int:
@@ -70,22 +101,45 @@ def _scores_from_counts(hits: int, n_pred: int, n_ref: int, eps: float) -> dict[
     }
 
 
-def boundary_scores(pred_seconds, ref_seconds, tolerance: float = 0.05, shift: float = 0.0, eps: float = 0.0):
+def _corpus(name: str, x) -> list:
+    if not isinstance(x, (list, tuple)) and np.ndim(x) > 1:
+        raise ValueError(
+            f"{name} has shape {np.shape(x)}: pass one utterance as 1-D boundary times or a corpus as a list of 1-D "
+            "sequences (utterances differ in length, so a 2-D array is never a corpus)"
+        )
+    return list(x) if _is_corpus(x) else [x]
+
+
+def boundary_scores(
+    pred_seconds,
+    ref_seconds,
+    tolerance: float = 0.05,
+    shift: float = 0.0,
+    eps: float = 0.0,
+    protocol: str = "official",
+):
     """Boundary P/R/F1/OS/R-value of one utterance, or of a corpus (a list of per-utterance sequences).
 
-    For a corpus, hits and counts are pooled over utterances before the ratios are taken. ``shift`` (seconds) is
-    added to every predicted boundary (tuned with ``tune_shift``).
+    Predicted and reference borders are reduced by the same ``protocol`` ("official": all borders, "interior": all
+    but each utterance's first and last). For a corpus, hits and counts are pooled over utterances before the ratios
+    are taken. ``shift`` (seconds) is added to every predicted boundary (tuned with ``tune_shift``).
     """
-    if tolerance < 0:
+    if not tolerance >= 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
-    if not _is_corpus(pred_seconds):
-        pred_seconds, ref_seconds = [pred_seconds], [ref_seconds]
-    if len(pred_seconds) != len(ref_seconds):
-        raise ValueError(f"{len(pred_seconds)} predicted utterances but {len(ref_seconds)} references")
+    if protocol not in BOUNDARY_PROTOCOLS:
+        raise ValueError(f"unknown boundary protocol {protocol!r}: expected one of {BOUNDARY_PROTOCOLS}")
+    pred_is_corpus, ref_is_corpus = _is_corpus(pred_seconds), _is_corpus(ref_seconds)
+    pred_seconds, ref_seconds = _corpus("pred_seconds", pred_seconds), _corpus("ref_seconds", ref_seconds)
+    if pred_is_corpus != ref_is_corpus or len(pred_seconds) != len(ref_seconds):
+        raise ValueError(
+            f"pred_seconds and ref_seconds must both be one utterance or both corpora of the same size, got "
+            f"{len(pred_seconds) if pred_is_corpus else 'one utterance'} and "
+            f"{len(ref_seconds) if ref_is_corpus else 'one utterance'}"
+        )
     hits = n_pred = n_ref = 0
     for p, r in zip(pred_seconds, ref_seconds):
-        p = _as_sorted("pred_seconds", p) + shift
-        r = _as_sorted("ref_seconds", r)
+        p = protocol_boundaries(p, protocol) + shift
+        r = protocol_boundaries(r, protocol)
         hits += _match(p, r, tolerance)
         n_pred += len(p)
         n_ref += len(r)
@@ -93,14 +147,14 @@ def boundary_scores(pred_seconds, ref_seconds, tolerance: float = 0.05, shift: f
 
 
 def tune_shift(
-    pred_seconds: Sequence, ref_seconds: Sequence, tolerance: float = 0.05, shifts=None
+    pred_seconds: Sequence, ref_seconds: Sequence, tolerance: float = 0.05, shifts=None, protocol: str = "official"
 ) -> tuple[float, dict]:
     """Pick the constant shift maximising the pooled R-value (notebook grid: arange(-0.06, 0.031, 0.005))."""
     if shifts is None:
         shifts = np.round(np.arange(-0.06, 0.031, 0.005), 4)
     best = None
     for s in shifts:
-        sc = boundary_scores(list(pred_seconds), list(ref_seconds), tolerance, shift=float(s))
+        sc = boundary_scores(pred_seconds, ref_seconds, tolerance, shift=float(s), protocol=protocol)
         if best is None or sc["r_value"] > best[1]["r_value"] + 1e-12:
             best = (float(s), sc)
     return best

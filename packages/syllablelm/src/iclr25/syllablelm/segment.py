@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._checks import check_delta, check_quantile
 from .config import FRAME_RATE, SegmentConfig, rate_preset
 from .kernels import blocksums, segmental_dp
 
@@ -46,7 +47,25 @@ def _batch_feats(feats: torch.Tensor, lengths) -> tuple[torch.Tensor, torch.Tens
     if not feats.is_floating_point():
         raise TypeError(f"feats must be floating point, got {feats.dtype}")
     lengths = _lengths(lengths, feats.shape[0], feats.shape[1], feats.device)
+    _check_valid_finite(feats, lengths, "feats")
     return feats, lengths, squeeze
+
+
+def _check_valid_finite(x: torch.Tensor, lengths: torch.Tensor, name: str) -> None:
+    """NaN/inf inside the valid length is an error (padding beyond ``lengths`` may hold anything).
+
+    ``x`` is ``[B, N, D]`` features (a frame is bad when any of its dimensions is) or ``[B, N, N]`` affinities.
+    """
+    live = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
+    bad = ~torch.isfinite(x)
+    if name == "affinity":
+        n_bad, what = int((bad & live[:, :, None] & live[:, None, :]).sum()), "entries"
+    else:
+        n_bad, what = int((bad.any(-1) & live).sum()), "frames"
+    if n_bad:
+        raise ValueError(
+            f"{name} holds NaN or infinite values ({n_bad} {what} inside the valid length); expected finite"
+        )
 
 
 def _lengths(lengths, bsz: int, n: int, device) -> torch.Tensor:
@@ -103,6 +122,7 @@ def ncut_costs(
         raise ValueError(f"affinity must be [N, N] or [B, N, N], got shape {tuple(affinity.shape)}")
     bsz, n, _ = a.shape
     lengths = _lengths(lengths, bsz, n, a.device)
+    _check_valid_finite(a, lengths, "affinity")
     live = torch.arange(n, device=a.device)[None, :] < lengths[:, None]
     a = a.double() * (live[:, :, None] & live[:, None, :])
     within = blocksums(a, max_len, backend=backend).double()  # I(S)
@@ -178,6 +198,7 @@ def select_num_segments(
     (``best = m'``, search higher), otherwise search lower. Returns the largest ``m'`` whose quantile exceeds delta
     (or the lower end of the range when none does). costs: ``[N + 1, S + 1]``, back: ``[J + 1, N + 1]``.
     """
+    quantile, delta = check_quantile(quantile), check_delta(delta)
     hi = back.shape[0] - 1 if max_segments is None else int(max_segments)
     lo = max(hi // 3 if min_segments is None else int(min_segments), 1)
     return _select_np(costs.detach().cpu().double().numpy(), back.detach().cpu().numpy(), n, delta, quantile, lo, hi)
@@ -252,7 +273,8 @@ def sylboost_segment(
         preset = rate_preset(rate)
         delta = preset["delta"]
         quantile = preset["quantile"] if quantile is None else quantile
-    quantile = SegmentConfig.quantile if quantile is None else quantile
+    quantile = check_quantile(SegmentConfig.quantile if quantile is None else quantile)
+    delta = check_delta(delta)
     prepared = _prepare(x, lens, max_len, min_len, max_rate_hz, frame_rate, backend)
     out = [p.borders(delta, quantile) for p in prepared]
     return out[0] if squeeze else out
@@ -328,8 +350,9 @@ def calibrate_delta(
     log-delta; the DP runs once per utterance). The official deltas are tied to the released checkpoints' feature
     scale; a new encoder needs its own.
     """
-    if target_hz <= 0:
+    if not target_hz > 0:
         raise ValueError(f"target_hz must be > 0, got {target_hz}")
+    quantile = check_quantile(quantile)
     prepared = []
     for f in feats_list:
         x, lens, _ = _batch_feats(f, None)

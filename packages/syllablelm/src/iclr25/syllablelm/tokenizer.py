@@ -14,11 +14,12 @@ import torch
 
 from iclr25.shared import atomic_write
 
+from ._checks import check_delta, check_quantile, check_waveform
 from .config import FRAME_RATE, SegmentConfig, rate_preset
 from .segment import calibrate_delta, sylboost_segment
 from .units import KMeans, Units, deduplicate, pool_segments, ward_merge
 
-__all__ = ["SylBoostTokenizer"]
+__all__ = ["SylBoostTokenizer", "load_official_units"]
 
 Encoder = Callable[[torch.Tensor], torch.Tensor]
 
@@ -52,9 +53,10 @@ class SylBoostTokenizer:
         self.seg = seg or SegmentConfig()
         if delta is None:
             preset = rate_preset(rate or "6.25hz")
-            delta, quantile = preset["delta"], quantile or preset["quantile"]
-        self.delta = float(delta)
-        self.quantile = float(quantile or self.seg.quantile)
+            delta = preset["delta"]
+            quantile = preset["quantile"] if quantile is None else quantile
+        self.delta = check_delta(delta)
+        self.quantile = check_quantile(self.seg.quantile if quantile is None else quantile)
         self.backend = backend
 
     @property
@@ -63,7 +65,7 @@ class SylBoostTokenizer:
 
     def features(self, wav) -> torch.Tensor:
         with torch.no_grad():
-            f = self.encoder(torch.as_tensor(wav).float())
+            f = self.encoder(check_waveform(wav).float())
         if f.ndim == 3:
             f = f[0]
         return f.float()
@@ -87,6 +89,44 @@ class SylBoostTokenizer:
         ids = self.agglom[self.kmeans.predict(pool_segments(feats, borders)).numpy()]
         starts, ends = borders[:-1].numpy(), borders[1:].numpy()
         return deduplicate(ids, starts, ends) if dedup else Units(ids, starts, ends)
+
+    def encode_batch(self, wavs, dedup: bool = True) -> list[Units]:
+        """``encode`` for a list of waveforms: features one by one (the encoder takes one utterance), then one padded
+        segmentation DP for the batch and one k-means assignment for all segments. Equals ``[encode(w) for w in
+        wavs]``."""
+        if isinstance(wavs, (torch.Tensor, np.ndarray)) and np.ndim(wavs) != 2:
+            raise ValueError(f"wavs must be a list of 1-D waveforms or a [B, S] array, got shape {np.shape(wavs)}")
+        feats = [self.features(w) for w in wavs]
+        if not feats:
+            return []
+        empty = Units(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        live = [i for i, f in enumerate(feats) if f.shape[0] > 0]
+        out: list[Units] = [empty] * len(feats)
+        if not live:
+            return out
+        lengths = [feats[i].shape[0] for i in live]
+        padded = torch.zeros(len(live), max(lengths), feats[live[0]].shape[1])
+        for row, i in enumerate(live):
+            padded[row, : lengths[row]] = feats[i]
+        borders = sylboost_segment(
+            padded,
+            delta=self.delta,
+            quantile=self.quantile,
+            max_len=self.seg.max_len,
+            min_len=self.seg.min_len,
+            max_rate_hz=self.seg.max_rate_hz,
+            lengths=lengths,
+            backend=self.backend,
+        )
+        pooled = [pool_segments(feats[i], b) for i, b in zip(live, borders)]
+        ids = self.agglom[self.kmeans.predict(torch.cat(pooled)).numpy()]
+        start = 0
+        for i, b, p in zip(live, borders, pooled):
+            u = ids[start : start + len(p)]
+            start += len(p)
+            s, e = b[:-1].numpy(), b[1:].numpy()
+            out[i] = deduplicate(u, s, e) if dedup else Units(u, s, e)
+        return out
 
     @classmethod
     def fit(
@@ -143,7 +183,6 @@ class SylBoostTokenizer:
     ) -> SylBoostTokenizer:
         """The released tokenizer: SylBoost data2vec2 checkpoint + k-means centroids + agglomerative table."""
         from .data2vec2 import load_sylboost_checkpoint
-        from .loaders import load_official_units
 
         encoder = load_sylboost_checkpoint(sylboost_pth, config)
 
@@ -158,3 +197,18 @@ class SylBoostTokenizer:
 
     def seconds(self, units: Units) -> list[tuple[int, float, float]]:
         return units.seconds(FRAME_RATE)
+
+
+def load_official_units(
+    encoder: Encoder, kmeans_npy: str | Path, agglom_npy: str | Path, rate: str = "6.25hz"
+) -> SylBoostTokenizer:
+    """Tokenizer from the released k-means centroids and agglomerative table (``np.load``; checked for shape)."""
+    centroids = np.load(kmeans_npy)
+    agglom = np.load(agglom_npy).reshape(-1)
+    if centroids.ndim != 2:
+        raise ValueError(f"{kmeans_npy}: centroids must be [K, D], got shape {centroids.shape}")
+    if agglom.shape[0] != centroids.shape[0]:
+        raise ValueError(f"{agglom_npy}: {agglom.shape[0]} entries for {centroids.shape[0]} centroids")
+    if not np.issubdtype(agglom.dtype, np.integer) or agglom.min() < 0:
+        raise ValueError(f"{agglom_npy}: expected non-negative integer unit ids")
+    return SylBoostTokenizer(encoder, centroids.astype(np.float32), agglom, rate=rate)

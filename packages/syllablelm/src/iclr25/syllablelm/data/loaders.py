@@ -32,13 +32,17 @@ def load_audio(path: str | Path, sample_rate: int = 16000) -> np.ndarray:
         from scipy.io import wavfile
 
         sr, x = wavfile.read(str(path))
-        if np.issubdtype(x.dtype, np.integer):
+        if x.dtype == np.uint8:  # 8-bit WAV PCM is unsigned, centred on 128
+            x = (x.astype(np.float32) - 128.0) / 128.0
+        elif np.issubdtype(x.dtype, np.integer):  # int16 / int32 (24-bit files are read as left-aligned int32)
             x = x.astype(np.float32) / float(np.iinfo(x.dtype).max + 1)
         x = x.astype(np.float32)
     else:
         raise ValueError(f"unsupported audio format {path.suffix!r} (expected .wav or .flac)")
     if x.ndim == 2:
         x = x.mean(1)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{path}: the audio holds NaN or infinite samples")
     if sr != sample_rate:
         from scipy.signal import resample_poly
 
@@ -102,25 +106,56 @@ def read_textgrid(path: str | Path) -> dict[str, list[tuple[float, float, str]]]
     vals = vals[2:]
     pos = 0
 
-    def take():
+    def take(what: str) -> str:
         nonlocal pos
+        if pos >= len(vals):
+            raise ValueError(f"{path}: TextGrid ends early (truncated?) while reading {what}")
         pos += 1
         return vals[pos - 1]
 
-    take(), take()  # file xmin, xmax
-    n_tiers = int(take())
+    def number(what: str) -> float:
+        tok = take(what)
+        try:
+            v = float(tok)
+        except ValueError:
+            raise ValueError(f"{path}: expected a number for {what}, got {tok!r}") from None
+        if not np.isfinite(v):
+            raise ValueError(f"{path}: {what} is {tok!r}, expected a finite time")
+        return v
+
+    def count(what: str) -> int:
+        v = number(what)
+        if v != int(v) or v < 0:
+            raise ValueError(f"{path}: {what} must be a non-negative integer, got {v}")
+        return int(v)
+
+    fmin, fmax = number("the file xmin"), number("the file xmax")
+    if fmax < fmin:
+        raise ValueError(f"{path}: file xmax {fmax} is before xmin {fmin}")
+    n_tiers = count("the number of tiers")
     tiers: dict[str, list[tuple[float, float, str]]] = {}
-    for _ in range(n_tiers):
-        cls, name = take(), take()
-        take(), take()
-        n = int(take())
+    for ti in range(n_tiers):
+        cls, name = take(f"the class of tier {ti + 1}"), take(f"the name of tier {ti + 1}")
+        number(f"tier {name!r} xmin"), number(f"tier {name!r} xmax")
+        n = count(f"the size of tier {name!r}")
         if cls == "IntervalTier":
-            tiers[name] = [(float(take()), float(take()), take()) for _ in range(n)]
+            ivs = []
+            for k in range(n):
+                where = f"interval {k + 1} of tier {name!r}"
+                s, e, lab = number(f"{where} xmin"), number(f"{where} xmax"), take(f"{where} text")
+                if e < s:
+                    raise ValueError(f"{path}: {where} ends ({e}) before it starts ({s})")
+                if ivs and s < ivs[-1][1] - 1e-9:
+                    raise ValueError(f"{path}: {where} starts at {s}, before the previous one ends ({ivs[-1][1]})")
+                ivs.append((s, e, lab))
+            tiers[name] = ivs
         elif cls == "TextTier":
-            for _ in range(n):
-                take(), take()
+            for k in range(n):
+                number(f"point {k + 1} of tier {name!r}"), take(f"the mark of point {k + 1} of tier {name!r}")
         else:
-            raise ValueError(f"{path}: unknown tier class {cls!r}")
+            raise ValueError(f"{path}: unknown tier class {cls!r} (expected IntervalTier or TextTier)")
+    if pos != len(vals):
+        raise ValueError(f"{path}: {len(vals) - pos} unexpected values after the last of the {n_tiers} tiers")
     return tiers
 
 

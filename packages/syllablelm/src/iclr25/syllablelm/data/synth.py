@@ -2,8 +2,13 @@
 
 Speech is produced by espeak-ng from a CV pseudo-language written in espeak phoneme mnemonics, so the syllables are
 known by construction and their times come from espeak's phoneme events (exact sample offsets). Each syllable spans
-from its onset consonant's start to the next syllable's onset (the last one to the start of the final pause). Audio
-is resampled from 22050 Hz to 16 kHz.
+from its onset to the next syllable's onset (the last one to the start of the final pause). Audio is resampled from
+22050 Hz to 16 kHz.
+
+espeak-ng's event for a voiceless stop (p, t, k) marks the *release*; the ~40-50 ms closure before it is digital
+silence that the event timing files under the previous phoneme. A syllable whose onset is a stop therefore starts at
+the closure onset: the start of the silent run (``closure_onset``) that ends at the release event. Voiced stops carry
+a voice bar and their event already marks the closure, so they are left as they are.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from .espeak import Espeak
 CONSONANTS = ("p", "t", "k", "b", "d", "g", "m", "n", "s", "l", "r", "f", "v", "z")
 VOWELS = ("a:", "i:", "u:", "eI", "oU", "a", "E", "I", "0", "V")
 CODAS = ("n", "m", "s", "t", "k", "l")
+STOPS = frozenset("ptkbdg")
+CLOSURE_MIN_S = 0.01  # a silent run shorter than 10 ms before a release is not taken as a closure
+CLOSURE_LEVEL = 0.01  # "silent": the 1 ms peak envelope stays below 1 % of the utterance's peak
 # CV syllables with long and short vowels, and CVC syllables: durations vary from ~80 to ~300 ms
 SYLLABLES = tuple(c + v for c in CONSONANTS for v in VOWELS) + tuple(
     c + v + k for c in CONSONANTS for v in VOWELS[:5] for k in CODAS
@@ -44,6 +52,21 @@ def split_syllable(syl: str) -> tuple[str, ...]:
     raise ValueError(f"{syl!r} is not a CV or CVC syllable of the pseudo-language")
 
 
+def closure_onset(wav: np.ndarray, release: int, floor: int) -> int:
+    """Start of the silent run that ends at sample ``release`` (a stop's release), searched back to ``floor``.
+
+    Silent: ``|wav|`` below ``CLOSURE_LEVEL`` times the utterance's peak. The onset is one past the last louder sample
+    in ``[floor, release)`` (``floor`` when all of it is silent).
+    """
+    x = np.abs(np.asarray(wav, dtype=np.float64))
+    if not 0 <= floor <= release <= len(x):
+        raise ValueError(f"need 0 <= floor <= release <= {len(x)}, got floor={floor}, release={release}")
+    if release == floor or x.max() <= 0:
+        return release
+    loud = np.nonzero(x[floor:release] >= CLOSURE_LEVEL * x.max())[0]
+    return floor + (int(loud[-1]) + 1 if len(loud) else 0)
+
+
 class PhonemeMismatch(RuntimeError):
     """espeak-ng did not realise the requested phonemes one to one."""
 
@@ -56,6 +79,7 @@ class Utterance:
     sample_rate: int
     syllables: list[tuple[float, float, str]]
     words: list[tuple[str, ...]] = field(default_factory=list)
+    phones: list[tuple[float, str]] = field(default_factory=list)  # espeak's phoneme events (time_s, phoneme)
 
     @property
     def duration(self) -> float:
@@ -89,12 +113,19 @@ def synthesize_words(
     got = [_norm(e.phoneme) for e in phones]
     if got != [_norm(p) for _, p in expected]:
         raise PhonemeMismatch(f"espeak-ng changed the phonemes: expected {[p for _, p in expected]}, got {got}")
-    starts = [phones[i].sample for i in first]
+    starts = []
+    for j, i in enumerate(first):
+        s = phones[i].sample
+        if j > 0 and expected[i][1] in STOPS:  # move a stop onset back from its release to its closure
+            c = closure_onset(wav16, s, phones[i - 1].sample)
+            s = c if s - c >= CLOSURE_MIN_S * sr else s
+        starts.append(s)
     last_end = min([p for p in pauses if p > phones[-1].sample], default=len(wav16))
     ends = starts[1:] + [last_end]
     wav = resample_poly(wav16.astype(np.float32) / 32768.0, sample_rate, sr).astype(np.float32)
     syllables = [(s / sr, e / sr, lab) for s, e, lab in zip(starts, ends, sylls)]
-    return Utterance(wav=wav, sample_rate=sample_rate, syllables=syllables, words=list(words))
+    phone_times = [(e.sample / sr, e.phoneme) for e in phones]
+    return Utterance(wav=wav, sample_rate=sample_rate, syllables=syllables, words=list(words), phones=phone_times)
 
 
 def random_word(rng: np.random.Generator, n_syll: tuple[int, int] = (1, 3)) -> tuple[str, ...]:
