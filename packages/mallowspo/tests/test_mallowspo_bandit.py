@@ -82,3 +82,17 @@ def test_bandit_validation():
         MallowsBandit(CENTRAL, np.array([0.5, 1.2]))
     with pytest.raises(ValueError, match="method"):
         fit_bandit_policy(MallowsBandit(CENTRAL, np.array([0.5, 0.5])), "kto", BETA)
+
+
+@pytest.mark.parametrize("method", ["dpo", "mallows_theta", "mallows_ipo", "mallows_phi"])
+def test_fit_from_the_reference_has_a_gradient(method):
+    # started at π = π_ref (Δ = 0 on every pair, non-uniform reference), every method must have a non-zero gradient
+    # there; MallowsPO-ϕ's is the right-limit slope of log g_ϕ at 0 (a tie value 1/2 would give exactly 0)
+    ref = np.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
+    bandit = MallowsBandit(np.array([[1, 2, 3, 4], [3, 1, 4, 2]]), np.array([0.2, 0.8]), model="phi", ref_probs=ref)
+    fit = fit_bandit_policy(bandit, method, BETA, max_iter=20)
+    assert fit.grad_norm_at_start > 1e-3
+    assert np.abs(fit.policy - ref).max() > 1e-2  # it left the reference
+    assert fit.iterations > 1
+    with pytest.raises(ValueError, match="init"):
+        fit_bandit_policy(bandit, method, BETA, init="zeros")

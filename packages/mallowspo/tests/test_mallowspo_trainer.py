@@ -3,6 +3,7 @@ gradient accumulation, checkpoint resume."""
 
 import copy
 import json
+import math
 
 import pytest
 import torch
@@ -206,3 +207,152 @@ def test_chunked_reference_head_equals_full_logits(arch):
     fallback = reference_token_stats(m, ids, att, lab)
     for c, f in zip(fallback, full):
         assert torch.allclose(c, f, atol=1e-5)
+
+
+def _peaked_reference(seed=2):
+    ref = tiny_causal_lm(seed=seed)
+    with torch.no_grad():
+        ref.lm_head.weight.mul_(5.0)  # non-uniform (H̄ ≈ 0.4–0.7, not clamped), so the scale is not ~0
+    return ref
+
+
+@pytest.mark.parametrize("loss_type", ["mallows_dpo", "mallows_phi", "mallows_ipo"])
+def test_training_from_the_reference_moves_the_policy(tok, examples, loss_type):
+    ref = _peaked_reference()
+    policy = copy.deepcopy(ref)  # as every run starts: policy = reference, so Δ = 0 at step 1
+    before = [p.detach().clone() for p in policy.parameters()]
+    trainer = MallowsPOTrainer(policy, ref, _cfg(loss_type=loss_type, learning_rate=1e-2))
+    hist = trainer.train(examples, max_steps=2)
+    assert hist[0]["rewards/margins"] == 0.0  # really started at the reference
+    assert hist[0]["grad_norm"] > 1e-4
+    moved = max((p.detach() - b).abs().max().item() for p, b in zip(policy.parameters(), before))
+    assert moved > 1e-4
+    if loss_type == "mallows_phi":
+        # the first step raises the chosen log-prob relative to the rejected one
+        assert hist[1]["rewards/margins"] > 0
+
+
+def test_vocab_size_restricts_only_the_entropy(tok, examples):
+    ref = _peaked_reference()
+    policy = copy.deepcopy(ref)
+    v = ref.lm_head.out_features
+    batch = collate_preference(examples, tok.pad_token_id)
+    for cfg in (_cfg(vocab_size=200), _cfg(vocab_size=200, precompute_ref=True)):
+        trainer = MallowsPOTrainer(policy, ref, cfg)
+        b = batch
+        if cfg.precompute_ref:
+            b = collate_preference(trainer.precompute_reference(examples), tok.pad_token_id)
+        _, m = trainer.compute_loss(b)
+        assert m["rewards/chosen"] == 0.0 and m["rewards/rejected"] == 0.0
+    # and the entropy does use the first 200 logits, normalised by ln 200 (independent computation)
+    labels = completion_labels(batch["input_ids"], batch["completion_mask"])
+    with torch.no_grad():
+        logits = ref(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1, :200]
+    p = torch.softmax(logits.double(), -1)
+    ent = -(p * torch.log(p)).sum(-1) / math.log(200)
+    mask = labels[:, 1:] != -100
+    h = (ent * mask).sum(-1) / mask.sum(-1)
+    trainer = MallowsPOTrainer(policy, ref, _cfg(vocab_size=200))
+    got = trainer.reference_stats({k: v for k, v in batch.items()})
+    assert torch.allclose(torch.cat([got["ref_chosen_entropy"], got["ref_rejected_entropy"]]).double(), h, atol=1e-5)
+    assert v > 200
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"beta": float("nan")},
+        {"beta": -1.0},
+        {"phi_star": 0.0},
+        {"dispersion_eps": 1.5},
+        {"vocab_size": 1},
+        {"vocab_size": 2.5},
+        {"fixed_neg_log_dispersion": -0.5},
+        {"fixed_neg_log_dispersion": float("nan")},
+        {"label_smoothing": 0.5},
+        {"mixing_alpha": 1.5},
+        {"learning_rate": 0.0},
+        {"per_device_batch_size": 0},
+        {"gradient_accumulation_steps": 1.5},
+        {"max_prompt_length": 64},
+        {"warmup_ratio": 1.0},
+        {"max_grad_norm": -1.0},
+        {"ref_chunk_rows": 0},
+        {"backend": "cuda"},
+        {"reference_free": "no"},
+        {"loss_type": "mallows_phi", "label_smoothing": 0.1},
+        {"loss_type": "mallows_phi", "mixing_alpha": 0.5},
+        {"loss_type": "mallows_ipo", "label_smoothing": 0.1},
+    ],
+)
+def test_config_rejects_invalid_values_at_construction(bad):
+    with pytest.raises((ValueError, TypeError)) as err:
+        _cfg(**bad)
+    assert next(k for k in bad if k != "loss_type") in str(err.value)
+
+
+def test_bad_data_inputs(tok, tmp_path):
+    bad = tmp_path / "bytes.jsonl"
+    bad.write_bytes(json.dumps(ROWS[0]).encode() + b"\n" + b'{"prompt": "\xff\xfe", "chosen": "a", "rejected": "b"}\n')
+    with pytest.raises(ValueError, match=r"bytes.jsonl:2: not valid UTF-8"):
+        load_preference_jsonl(bad)
+    # max_length shorter than the prompt: the row is counted and reported, not silently dropped
+    rows = [{"prompt": "a long prompt here:", "chosen": "x", "rejected": "y"}, ROWS[1]]
+    with pytest.warns(UserWarning, match=r"dropped 1 of 2 rows \(indices \[0\]\)"):
+        out = tokenize_preference(rows, tok, max_length=8)
+    assert len(out) == 1
+    with pytest.raises(ValueError, match="no row is left"):
+        tokenize_preference(rows[:1], tok, max_length=8)
+    with pytest.raises(ValueError, match="empty chosen_ids"):
+        collate_preference([{"prompt_ids": [1, 2], "chosen_ids": [], "rejected_ids": [3]}], tok.pad_token_id)
+
+
+def test_calibrate_phi_star(tok, examples):
+    from iclr25.mallowspo import calibrate_phi_star
+
+    ref = _peaked_reference()
+    res = calibrate_phi_star(ref, examples, pad_token_id=tok.pad_token_id, target_mean_scale=1.0, batch_size=3)
+    # independent: full-logit entropies, -log of the pair means, phi* = 1 / mean
+    batch = collate_preference(examples, tok.pad_token_id)
+    labels = completion_labels(batch["input_ids"], batch["completion_mask"])
+    with torch.no_grad():
+        logits = ref(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1].double()
+    p = torch.softmax(logits, -1)
+    ent = -(p * torch.log(p)).sum(-1) / math.log(logits.shape[-1])
+    mask = labels[:, 1:] != -100
+    h = (ent * mask).sum(-1) / mask.sum(-1)
+    hbar = (h[: len(examples)] + h[len(examples) :]) / 2
+    expected = 1.0 / float((-torch.log(hbar)).mean())
+    assert res["phi_star"] == pytest.approx(expected, rel=1e-4)
+    assert res["scale"]["mean"] == pytest.approx(1.0, rel=1e-6)
+    assert res["n_pairs"] == len(examples)
+    # the calibrated scale gives a trainer whose mean dispersion is the target
+    trainer = MallowsPOTrainer(copy.deepcopy(ref), ref, _cfg(phi_star=res["phi_star"], per_device_batch_size=4))
+    _, m = trainer.compute_loss(batch)
+    assert m["neg_log_dispersion"] == pytest.approx(1.0, rel=1e-4)
+    with pytest.raises(ValueError, match="uniform reference"):
+        from iclr25.mallowspo.calibration import phi_star_from_entropy
+
+        phi_star_from_entropy(torch.ones(3), torch.ones(3))
+
+
+@pytest.mark.parametrize("loss_type", ["mallows_dpo", "mallows_phi"])
+def test_bf16_autocast_trains_from_the_reference(tok, examples, loss_type):
+    ref = _peaked_reference()
+    batch = collate_preference(examples, tok.pad_token_id)
+    fp32 = MallowsPOTrainer(copy.deepcopy(ref), ref, _cfg(loss_type=loss_type, per_device_batch_size=4))
+    amp = MallowsPOTrainer(
+        copy.deepcopy(ref), ref, _cfg(loss_type=loss_type, per_device_batch_size=4, autocast_dtype="bfloat16")
+    )
+    a, ma = fp32.compute_loss(batch)
+    b, mb = amp.compute_loss(batch)
+    assert b.dtype == torch.float32 and torch.isfinite(b)
+    assert b.item() == pytest.approx(a.item(), rel=2e-2)  # bf16 forwards, fp32 reductions
+    assert mb["neg_log_dispersion"] == pytest.approx(ma["neg_log_dispersion"], rel=5e-2)
+    assert abs(mb["neg_log_dispersion"] - ma["neg_log_dispersion"]) > 0  # the forwards really ran in bf16
+    before = [p.detach().clone() for p in amp.model.parameters()]
+    hist = amp.train(examples, max_steps=2)
+    assert hist[0]["grad_norm"] > 1e-4 and math.isfinite(hist[1]["loss"])
+    assert max((p.detach() - q).abs().max().item() for p, q in zip(amp.model.parameters(), before)) > 1e-4
+    with pytest.raises(ValueError, match="autocast_dtype"):
+        _cfg(autocast_dtype="float16")

@@ -166,6 +166,7 @@ class BanditFit:
     policy: np.ndarray
     loss: float
     iterations: int
+    grad_norm_at_start: float = float("nan")  # |∇ loss| w.r.t. the logits at the initial policy
 
 
 def _pair_loss(method, pol, ref, prompts, chosen, rejected, bandit, beta):
@@ -189,15 +190,27 @@ def fit_bandit_policy(
     pairs=None,
     max_iter: int = 500,
     seed: int = 0,
+    init: str = "reference",
 ) -> BanditFit:
     """Fit a tabular softmax policy [M, K] by minimising a preference loss with L-BFGS in float64.
 
     ``pairs=None`` minimises the population loss: every ordered pair (i, j) of each prompt weighted by
     P(i ≻ j | x); otherwise ``pairs = (prompts, chosen, rejected)`` as from :meth:`MallowsBandit.sample_pairs`.
     The loss is the library's own (``mallows_theta_loss`` etc.) evaluated on log π and log π_ref.
+    ``init="reference"`` (default) starts exactly at π = π_ref, where every preference margin Δ is 0, as a language
+    model run starts, and takes one plain gradient-descent step (step size 1) before L-BFGS; ``"random"`` starts from
+    logits 0.01·N(0, 1) (seeded). ``grad_norm_at_start`` of the result is the gradient norm at the start (0 would
+    mean the method cannot leave it).
+
+    Why the first step: the Mallows-ϕ link jumps at 0 (g_ϕ(0+) > 1/2 > g_ϕ(0-)), and at Δ = 0 *both* orders of a
+    pair take the right-limit value g_ϕ(0+), so the MallowsPO-ϕ loss at exactly π_ref is lower than at any nearby
+    point although its gradient there is not 0. A gradient step (what an SGD/Adam trainer does) leaves it; a line
+    search, which compares loss values, would stay.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if init not in ("reference", "random"):
+        raise ValueError(f"init must be 'reference' or 'random', got {init!r}")
     m, k = bandit.central.shape
     if pairs is None:
         pmat = bandit.preference_matrix()
@@ -209,8 +222,19 @@ def fit_bandit_policy(
         weights = torch.ones(len(prompts), dtype=torch.float64)
     weights = weights / weights.sum()
     ref = torch.log(torch.as_tensor(bandit.ref_probs))
-    gen = torch.Generator().manual_seed(seed)
-    logits = (0.01 * torch.randn(m, k, generator=gen, dtype=torch.float64)).requires_grad_(True)
+    if init == "reference":
+        logits = ref.clone().to(torch.float64).requires_grad_(True)
+    else:
+        gen = torch.Generator().manual_seed(seed)
+        logits = (0.01 * torch.randn(m, k, generator=gen, dtype=torch.float64)).requires_grad_(True)
+    start_loss = (
+        weights * _pair_loss(method, torch.log_softmax(logits, dim=1), ref, prompts, chosen, rejected, bandit, beta)
+    ).sum()
+    start_grad = torch.autograd.grad(start_loss, logits)[0]
+    grad_norm_at_start = float(torch.linalg.vector_norm(start_grad))
+    if init == "reference":
+        with torch.no_grad():
+            logits -= start_grad  # one gradient-descent step, step size 1
     opt = torch.optim.LBFGS(
         [logits], lr=1.0, max_iter=max_iter, tolerance_grad=1e-13, tolerance_change=1e-16, line_search_fn="strong_wolfe"
     )
@@ -227,4 +251,6 @@ def fit_bandit_policy(
     with torch.no_grad():
         pol = torch.log_softmax(logits, dim=1)
         loss = (weights * _pair_loss(method, pol, ref, prompts, chosen, rejected, bandit, beta)).sum()
-    return BanditFit(policy=pol.exp().numpy(), loss=float(loss), iterations=int(n_iter))
+    return BanditFit(
+        policy=pol.exp().numpy(), loss=float(loss), iterations=int(n_iter), grad_norm_at_start=grad_norm_at_start
+    )

@@ -53,6 +53,7 @@ class MallowsPOConfig:
     precompute_ref: bool = False  # precompute reference log-probs and entropies once (then ref_model may be None)
     ref_chunk_rows: int = 4096  # reference LM head applied to this many positions at a time (no [B, T, V] logits)
     backend: str = "auto"  # kernel backend: "auto" (Triton on CUDA), "torch", "triton"
+    autocast_dtype: str | None = None  # "bfloat16": forwards under torch.autocast (official recipe trains in bf16)
     output_dir: str | None = None  # where checkpoints go; None disables checkpointing
     save_steps: int = 0  # checkpoint every N optimiser steps (0: only at the end when output_dir is set)
     log_every: int = 10
@@ -88,6 +89,7 @@ class MallowsPOConfig:
         choice("entropy_mode", ("mean", "sum"))
         choice("ipo_convention", ("official", "rainbow"))
         choice("backend", ("auto", "torch", "triton"))
+        choice("autocast_dtype", (None, "bfloat16"))
         for name in ("reference_free", "length_normalization", "precompute_ref"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"MallowsPOConfig.{name} must be a bool, got {getattr(self, name)!r}")

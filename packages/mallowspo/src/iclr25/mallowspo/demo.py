@@ -20,6 +20,15 @@ from .trainer import MallowsPOTrainer
 __all__ = ["run_bandit_demo", "run_demo", "run_generation_demo"]
 
 BANDIT_METHODS = {"DPO": "dpo", "MallowsPO-θ": "mallows_theta", "MallowsPO-ϕ": "mallows_phi"}
+GENERATION_METHODS = {"DPO": "sigmoid", "MallowsPO-θ": "mallows_dpo", "MallowsPO-ϕ": "mallows_phi"}
+
+
+@torch.no_grad()
+def _relative_distance(model, ref) -> float:
+    """‖θ - θ_ref‖ / ‖θ_ref‖ over all parameters."""
+    num = sum(float((p - q).double().pow(2).sum()) for p, q in zip(model.parameters(), ref.parameters()))
+    den = sum(float(q.double().pow(2).sum()) for q in ref.parameters())
+    return (num / den) ** 0.5
 
 
 def run_bandit_demo(n_pairs: int = 4000, beta: float = 0.5, seed: int = 0, max_iter: int = 500) -> list[dict]:
@@ -35,11 +44,13 @@ def run_bandit_demo(n_pairs: int = 4000, beta: float = 0.5, seed: int = 0, max_i
         pairs = bandit.sample_pairs(n_pairs, rng=seed)
         target = bandit.target_policy(beta)
         for name, method in BANDIT_METHODS.items():
-            pol = fit_bandit_policy(bandit, method, beta, pairs=pairs, max_iter=max_iter).policy
+            fit = fit_bandit_policy(bandit, method, beta, pairs=pairs, max_iter=max_iter)  # starts at π_ref
+            pol = fit.policy
             rows.append(
                 {
                     "data": f"Mallows-{'θ' if data == 'theta' else 'ϕ'}",
                     "method": name,
+                    "grad_norm_at_ref": fit.grad_norm_at_start,
                     "reward": float(bandit.expected_reward(pol).mean()),
                     "kl_to_target": float(bandit.kl(target, pol).mean()),
                     "policy_prompt0": np.round(pol[0], 3).tolist(),
@@ -50,6 +61,7 @@ def run_bandit_demo(n_pairs: int = 4000, beta: float = 0.5, seed: int = 0, max_i
             {
                 "data": f"Mallows-{'θ' if data == 'theta' else 'ϕ'}",
                 "method": "target π_ref·exp(-μ0/β)",
+                "grad_norm_at_ref": float("nan"),
                 "reward": float(bandit.expected_reward(target).mean()),
                 "kl_to_target": 0.0,
                 "policy_prompt0": np.round(target[0], 3).tolist(),
@@ -90,7 +102,9 @@ def run_generation_demo(
     d_model: int = 64,
 ) -> list[dict]:
     """SFT a tiny GPT-2 on the synthetic task, sample pairs, label them with prompt-dependent BT noise, then train
-    DPO and MallowsPO-θ (dispersion from the reference entropy) on the same pairs."""
+    DPO, MallowsPO-θ and MallowsPO-ϕ (dispersion from the reference entropy, ϕ(x) = exp(-c(x))) on the same pairs,
+    each starting from policy = reference. Each row records the gradient norm of the first step (at Δ = 0) and how
+    far the parameters moved (relative L2 distance to the reference)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     tok = byte_tokenizer()
@@ -103,8 +117,9 @@ def run_generation_demo(
     examples = tokenize_preference(task.label_pairs(prompts, a, b, rng), tok)
     rows = []
     base = _evaluate(ref, ref, tok, task, eval_per_kind, seed + 3)
-    rows.append({"method": "reference (SFT)", **base, "c!": float("nan"), "c?": float("nan")})
-    for name, loss_type in (("DPO", "sigmoid"), ("MallowsPO-θ", "mallows_dpo")):
+    nan = float("nan")
+    rows.append({"method": "reference (SFT)", **base, "c!": nan, "c?": nan, "grad_norm_step1": nan, "moved": 0.0})
+    for name, loss_type in GENERATION_METHODS.items():
         cfg = MallowsPOConfig(
             loss_type=loss_type,
             beta=beta,
@@ -121,13 +136,15 @@ def run_generation_demo(
         policy = copy.deepcopy(ref)
         trainer = MallowsPOTrainer(policy, ref, cfg, pad_token_id=tok.pad_token_id)
         pre = trainer.precompute_reference(examples)
-        trainer.train(pre)
+        hist = trainer.train(pre)
         scales = {}
         for kind in task.kinds:
             sel = [e for e, p in zip(pre, prompts) if p[0] == kind]
             h = torch.tensor([(e["ref_chosen_entropy"] + e["ref_rejected_entropy"]) / 2 for e in sel])
             scales[f"c{kind}"] = float((-cfg.phi_star * torch.log(h.clamp(min=cfg.dispersion_eps))).mean())
-        rows.append({"method": name, **_evaluate(policy, ref, tok, task, eval_per_kind, seed + 3), **scales})
+        moved = _relative_distance(policy, ref)
+        evals = _evaluate(policy, ref, tok, task, eval_per_kind, seed + 3)
+        rows.append({"method": name, **evals, **scales, "grad_norm_step1": hist[0]["grad_norm"], "moved": moved})
     return rows
 
 
@@ -136,23 +153,30 @@ def _fmt_policy(p: list[float]) -> str:
 
 
 def format_bandit_table(rows: list[dict]) -> str:
-    head = f"{'data':<10} {'method':<26} {'reward':>7} {'KL(target‖π)':>13}  π(·|x0)                            π(·|x1)"
+    head = (
+        f"{'data':<10} {'method':<26} {'|∇| at π_ref':>12} {'reward':>7} {'KL(target‖π)':>13}  "
+        "π(·|x0)                            π(·|x1)"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r['data']:<10} {r['method']:<26} {r['reward']:>7.3f} {r['kl_to_target']:>13.4f}  "
+            f"{r['data']:<10} {r['method']:<26} {r['grad_norm_at_ref']:>12.4f} {r['reward']:>7.3f} "
+            f"{r['kl_to_target']:>13.4f}  "
             f"{_fmt_policy(r['policy_prompt0']):<34} {_fmt_policy(r['policy_prompt1'])}"
         )
     return "\n".join(lines)
 
 
 def format_generation_table(rows: list[dict]) -> str:
-    head = f"{'method':<16} {'reward(!)':>9} {'reward(?)':>9} {'KL(!)':>7} {'KL(?)':>7} {'c(!)':>6} {'c(?)':>6}"
+    head = (
+        f"{'method':<16} {'|∇| step 1':>10} {'moved':>7} {'reward(!)':>9} {'reward(?)':>9} {'KL(!)':>7} {'KL(?)':>7} "
+        f"{'c(!)':>6} {'c(?)':>6}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r['method']:<16} {r['reward!']:>9.3f} {r['reward?']:>9.3f} {r['kl!']:>7.2f} {r['kl?']:>7.2f} "
-            f"{r['c!']:>6.3f} {r['c?']:>6.3f}"
+            f"{r['method']:<16} {r['grad_norm_step1']:>10.4f} {r['moved']:>7.4f} {r['reward!']:>9.3f} "
+            f"{r['reward?']:>9.3f} {r['kl!']:>7.2f} {r['kl?']:>7.2f} {r['c!']:>6.3f} {r['c?']:>6.3f}"
         )
     return "\n".join(lines)
 

@@ -95,6 +95,10 @@ def log_g_phi(s: torch.Tensor, phi) -> torch.Tensor:
     the chosen log-prob rises, exactly as just to the right of 0. ``phi >= 1 - 1e-9`` is the uniform model
     (g = 1/2, slope 0: such a prompt carries no preference information).
 
+    The jump remains a jump: a margin that turns slightly negative after a step has loss -log(1 - g_phi(0+)), above
+    the loss at 0. Gradient methods (SGD, Adam) are unaffected; a method that compares loss values (a line search)
+    must not start at exactly s = 0 (see ``fit_bandit_policy(init="reference")``).
+
     We use the closed form 1 - g_phi(t) = A (t (1-phi) - phi (1-A)) / ((1 - phi A)(1 - A)), A = phi^t (t > 0),
     which has no cancellation for large t and uses expm1 for small t.
     """

@@ -46,10 +46,16 @@ def reference_token_stats(
     log-probs always use the full softmax, exactly as the policy's, so policy = reference gives zero implicit
     rewards. Falls back to the full forward when :func:`supports_chunked_head` is False.
     """
+    logp, ent, _ = _reference_token_stats(model, input_ids, attention_mask, labels, chunk_rows, vocab_size, backend)
+    return logp, ent
+
+
+def _reference_token_stats(model, input_ids, attention_mask, labels, chunk_rows, vocab_size, backend):
+    """:func:`reference_token_stats` plus the width of the reference logits (V of the ln V normalisation)."""
     shift_labels = labels[:, 1:]
     if not supports_chunked_head(model):
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-        return _stats(logits, shift_labels, vocab_size, backend)
+        return (*_stats(logits, shift_labels, vocab_size, backend), int(logits.shape[-1]))
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
     head = model.get_output_embeddings()
     b, t = shift_labels.shape
@@ -58,11 +64,14 @@ def reference_token_stats(
     keep = (flat_y != -100).nonzero(as_tuple=True)[0]  # only completion positions need the head
     logp = torch.zeros(b * t, dtype=torch.float32, device=hidden.device)
     ent = torch.zeros(b * t, dtype=torch.float32, device=hidden.device)
+    width = int(head.out_features)
     for start in range(0, keep.numel(), chunk_rows):
         idx = keep[start : start + chunk_rows]
-        lp, en = _stats(head(flat_h[idx]), flat_y[idx], vocab_size, backend)
+        chunk_logits = head(flat_h[idx])
+        width = int(chunk_logits.shape[-1])
+        lp, en = _stats(chunk_logits, flat_y[idx], vocab_size, backend)
         logp[idx], ent[idx] = lp, en
-    return logp.view(b, t), ent.view(b, t)
+    return logp.view(b, t), ent.view(b, t), width
 
 
 def _stats(logits, labels, vocab_size, backend):
@@ -91,27 +100,16 @@ def reference_sequence_stats(
     """Reference per-sequence log-probs (summed, or averaged with ``length_normalization``) and normalised
     entropies H̄ (divided by ln V), each [2B], for a collated batch (``collate_preference``).
 
-    V is ``vocab_size`` when given, else the width of the model's logits (the LM head's output size, as the official
-    ``logits.shape[-1]``).
+    V is ``vocab_size`` when given, else the width of the reference logits (as the official ``logits.shape[-1]``;
+    read off the logits, not off a weight or ``config.vocab_size``).
     """
     labels = completion_labels(batch["input_ids"], batch["completion_mask"])
-    tok_logp, tok_ent = reference_token_stats(
-        model,
-        batch["input_ids"],
-        batch["attention_mask"],
-        labels,
-        chunk_rows=chunk_rows,
-        vocab_size=vocab_size,
-        backend=backend,
+    tok_logp, tok_ent, width = _reference_token_stats(
+        model, batch["input_ids"], batch["attention_mask"], labels, chunk_rows, vocab_size, backend
     )
     mask = labels[:, 1:] != -100
     logps = (tok_logp * mask).sum(-1)
     if length_normalization:
         logps = logps / mask.sum(-1).clamp(min=1)
-    if vocab_size is not None:
-        vocab = int(vocab_size)
-    elif supports_chunked_head(model):
-        vocab = model.get_output_embeddings().out_features
-    else:
-        vocab = int(model.config.vocab_size)
+    vocab = int(vocab_size) if vocab_size is not None else width
     return logps, normalised_sequence_entropy(tok_ent, mask, vocab, entropy_mode)

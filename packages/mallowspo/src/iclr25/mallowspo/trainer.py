@@ -9,6 +9,7 @@ model, optimiser, scheduler and step, are written atomically, and ``train`` resu
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from pathlib import Path
@@ -73,6 +74,13 @@ class MallowsPOTrainer:
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def _autocast(self, device: torch.device):
+        """bf16 autocast for the forwards when ``config.autocast_dtype`` is set (log-probs, entropies and the loss
+        are still reduced in float32: the kernels upcast the logits)."""
+        if self.config.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=getattr(torch, self.config.autocast_dtype))
+
     @torch.no_grad()
     def reference_stats(self, batch: dict) -> dict:
         """Reference log-probs and normalised entropies for a collated batch: each [B] (or None when unused)."""
@@ -105,6 +113,11 @@ class MallowsPOTrainer:
                 UserWarning,
                 stacklevel=3,
             )
+        with self._autocast(batch["input_ids"].device):
+            return self._reference_sequences_inner(batch)
+
+    def _reference_sequences_inner(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.config
         return reference_sequence_stats(
             self.ref_model,
             batch,
@@ -132,7 +145,8 @@ class MallowsPOTrainer:
         device = self._device()
         batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
         labels = completion_labels(batch["input_ids"], batch["completion_mask"])
-        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        with self._autocast(device):
+            logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         logps = sequence_logps(logits, labels, length_normalize=cfg.length_normalization, backend=cfg.backend)
         pc, pr = logps.chunk(2)
         ref = self.reference_stats(batch)
