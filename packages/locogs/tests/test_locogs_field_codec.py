@@ -70,14 +70,17 @@ def test_hash_of_known_corner():
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("n,levels,log2t", [(1, 3, 8), (37, 6, 9), (70, 5, 10)])
-def test_hashgrid_triton_matches_reference(n, levels, log2t):
-    enc = HashGridEncoding(n_levels=levels, log2_hashmap_size=log2t, base_resolution=4, per_level_scale=2.0)
+@pytest.mark.parametrize("n,levels,log2t,feats", [(1, 3, 8, 2), (37, 6, 9, 2), (70, 5, 10, 2), (45, 4, 9, 1),
+                                                  (33, 3, 9, 3), (0, 3, 8, 2)])  # fmt: skip
+def test_hashgrid_triton_matches_reference(n, levels, log2t, feats):
+    """F = 3 exercises the register accumulator padded to a power of two; n = 0 launches nothing."""
+    enc = HashGridEncoding(n_levels=levels, features_per_level=feats, log2_hashmap_size=log2t, base_resolution=4,
+                           per_level_scale=2.0)  # fmt: skip
     with torch.no_grad():
         enc.table.normal_()
     p = torch.rand(n, 3, generator=torch.Generator().manual_seed(n))
-    p[0] = 1.0
-    up = torch.randn(n, levels * 2, generator=torch.Generator().manual_seed(1))
+    p[:1] = 1.0
+    up = torch.randn(n, levels * feats, generator=torch.Generator().manual_seed(1))
     outs = []
     for backend in ("torch", "triton"):
         enc.backend = backend

@@ -31,7 +31,7 @@ from .train3dgs import train_3dgs
 from .train_locogs import train_locogs
 
 # the --full run: a scale at which masking and adaptive SH act (>= 20k Gaussians, 128^2 images)
-FULL = {"views": 32, "size": 128, "points": 20000, "iterations": 500, "max_gaussians": 30000, "log2_hashmap": 14}
+FULL = {"views": 32, "size": 128, "points": 20000, "iterations": 100, "max_gaussians": 25000, "log2_hashmap": 14}
 
 
 def evaluate(gaussians, views, lpips_model=None) -> dict:
@@ -88,7 +88,7 @@ def _apply_full(args) -> None:
 def run_demo(args) -> dict:
     if getattr(args, "full", False):
         _apply_full(args)
-    for k, v in {"views": 24, "size": 32, "points": 1000, "iterations": 300, "max_gaussians": 3000,
+    for k, v in {"views": 24, "size": 32, "points": 1000, "iterations": 150, "max_gaussians": 3000,
                  "log2_hashmap": 12}.items():  # fmt: skip
         if getattr(args, k, None) is None:
             setattr(args, k, v)
@@ -108,7 +108,16 @@ def run_demo(args) -> dict:
     cfg3 = Train3DGSConfig(seed=args.seed, max_gaussians=args.max_gaussians).scaled(args.iterations)
     print(f"3DGS schedule: {args.iterations} steps, opacity reset every {cfg3.opacity_reset_interval} steps until "
           f"{cfg3.densify_until_iter}, densify every {cfg3.densification_interval}", flush=True)  # fmt: skip
-    base = train_3dgs(scene, cfg3, checkpoint_path=out / "3dgs.ckpt", checkpoint_every=ck_every, resume=resume)
+    stage = getattr(args, "stage", "all")
+    if stage in ("all", "3dgs"):
+        base = train_3dgs(scene, cfg3, checkpoint_path=out / "3dgs.ckpt", checkpoint_every=ck_every, resume=resume)
+    if stage != "all":
+        if stage == "locogs":
+            lcfg = LocoGSConfig(field=FieldConfig(log2_hashmap_size=args.log2_hashmap), seed=args.seed,
+                                max_gaussians=args.max_gaussians).scaled(args.iterations)  # fmt: skip
+            train_locogs(scene, lcfg, checkpoint_path=out / "locogs.ckpt", checkpoint_every=ck_every, resume=resume)
+        print(f"stage {stage}: trained, checkpoint in {out}/ (finish with --resume)", flush=True)
+        return {}
     g3 = base.gaussians
     print(f"3DGS trained: {len(g3)} Gaussians in {base.seconds:.0f}s", flush=True)
     write_3dgs_ply(out / "baseline.ply", g3)
@@ -183,4 +192,6 @@ def print_table(rows: dict, ply_bytes: int, with_lpips: bool) -> None:
         print(f"per-Gaussian payload (all but grid and MLPs): {r['payload_bytes_per_gaussian']:.2f} B/Gaussian; "
               f"Gaussians removed by the mask: {r['masked_pruned_in_training']} during training, "
               f"{r['masked_at_export']} at export")  # fmt: skip
-    print("(± = standard deviation over test views; pairs = pixel-Gaussian pairs blended, summed over the test views; one seed)")
+    print(
+        "(± = standard deviation over test views; pairs = pixel-Gaussian pairs blended, summed over the test views; one seed)"
+    )

@@ -113,7 +113,7 @@ def validate_inputs(means, quats, scales, opacities, colors, viewmat, K, width, 
             ("quats has NaN/inf", ~torch.isfinite(quats).all(dim=1)),
             ("scales has NaN/inf", ~torch.isfinite(scales).all(dim=1)),
             ("opacities has NaN/inf", ~torch.isfinite(opacities)),
-            ("colors has NaN/inf", ~torch.isfinite(colors.reshape(n, -1)).all(dim=1)),
+            ("colors has NaN/inf", ~torch.isfinite(colors.flatten(1)).all(dim=1)),
             ("quats has zero norm (cannot be normalised to a rotation)", torch.isfinite(qn) & (qn <= 1e-12)),
             ("scales has negative entries (standard deviations must be >= 0)", (scales < 0).any(dim=1)),
             ("scales has zeros on a Gaussian with opacity > 0 (only masked, opacity-0 Gaussians may have scale 0)",
@@ -131,12 +131,16 @@ def validate_inputs(means, quats, scales, opacities, colors, viewmat, K, width, 
     if not bool(torch.isfinite(vm).all()) or not bool(torch.isfinite(kk).all()):
         raise ValueError("rasterize: viewmat and K must be finite")
     if not torch.allclose(vm[3], torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)):
-        raise ValueError(f"rasterize: viewmat must be a 4x4 world-to-camera [R t; 0 0 0 1], last row is {vm[3].tolist()}")
+        raise ValueError(
+            f"rasterize: viewmat must be a 4x4 world-to-camera [R t; 0 0 0 1], last row is {vm[3].tolist()}"
+        )
     R = vm[:3, :3]
     if (R @ R.T - torch.eye(3, dtype=torch.float64)).abs().max() > 1e-4 or torch.linalg.det(R) < 0:
         raise ValueError("rasterize: viewmat's 3x3 block must be a rotation (orthonormal, det +1)")
     if kk[0, 0] <= 0 or kk[1, 1] <= 0 or not torch.allclose(kk[2], torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)):
-        raise ValueError(f"rasterize: K must be [[fx, 0, cx], [0, fy, cy], [0, 0, 1]] with fx, fy > 0, got {kk.tolist()}")
+        raise ValueError(
+            f"rasterize: K must be [[fx, 0, cx], [0, fy, cy], [0, 0, 1]] with fx, fy > 0, got {kk.tolist()}"
+        )
     return width, height
 
 
@@ -145,6 +149,8 @@ def rasterize_full(
     background=None, sh_degree=None, backend="auto", sh_degrees=None, cfg: RasterConfig = DEFAULT_RASTER,
 ) -> RenderOutput:  # fmt: skip
     """``rasterize`` returning the projection too (for densification statistics)."""
+    if not isinstance(cfg, RasterConfig):
+        raise TypeError(f"rasterize: cfg must be a RasterConfig, got {type(cfg).__name__}")
     width, height = validate_inputs(means, quats, scales, opacities, colors, viewmat, K, width, height, background,
                                     sh_degree, sh_degrees)  # fmt: skip
     proj = project_gaussians(means, quats, scales, viewmat, K, int(width), int(height), cfg)
@@ -176,22 +182,41 @@ def rasterize(
     sh_degree: int | None = None,
     backend: str = "auto",
     sh_degrees: torch.Tensor | None = None,
+    cfg: RasterConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Render Gaussians: means [N,3], quats [N,4] (wxyz), scales [N,3], opacities [N], colors [N,3] or SH
     [N,(d+1)^2,3]; viewmat [4,4] world-to-camera, K [3,3]. Returns image [H,W,3] and alpha [H,W].
 
-    ``sh_degrees`` (extra to gsplat): per-Gaussian SH degree [N]; higher bands are skipped for that Gaussian."""
+    ``sh_degrees`` (extra to gsplat): per-Gaussian SH degree [N]; higher bands are skipped for that Gaussian.
+    ``cfg``: rasterizer constants, e.g. ``RasterConfig(footprint="tile")`` to evaluate every pixel of each 16x16
+    tile a Gaussian's square touches, as graphdeco and gsplat do (default: only the pixels inside the square)."""
     out = rasterize_full(
-        means, quats, scales, opacities, colors, viewmat, K, width, height, background, sh_degree, backend, sh_degrees
+        means,
+        quats,
+        scales,
+        opacities,
+        colors,
+        viewmat,
+        K,
+        width,
+        height,
+        background,
+        sh_degree,
+        backend,
+        sh_degrees,
+        DEFAULT_RASTER if cfg is None else cfg,
     )
     return out.image, out.alpha
 
 
-def render(gaussians: GaussianSet, camera: Camera, background=None, sh_degree=None, backend="auto") -> RenderOutput:
-    """Render a ``GaussianSet`` from a ``Camera`` (per-Gaussian SH degrees honoured)."""
+def render(
+    gaussians: GaussianSet, camera: Camera, background=None, sh_degree=None, backend="auto",
+    cfg: RasterConfig | None = None,
+) -> RenderOutput:  # fmt: skip
+    """Render a ``GaussianSet`` from a ``Camera`` (per-Gaussian SH degrees honoured; ``cfg`` as in ``rasterize``)."""
     dev = gaussians.means.device
     return rasterize_full(
         gaussians.means, gaussians.quats, gaussians.scales, gaussians.opacities, gaussians.sh,
         camera.viewmat.to(dev), camera.K.to(dev), camera.width, camera.height, background, sh_degree, backend,
-        gaussians.sh_degrees,
+        gaussians.sh_degrees, DEFAULT_RASTER if cfg is None else cfg,
     )  # fmt: skip

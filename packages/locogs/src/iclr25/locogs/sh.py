@@ -83,7 +83,9 @@ def eval_sh(
     if sh_degrees.dtype.is_floating_point or sh_degrees.dtype == torch.bool:
         raise TypeError(f"sh_degrees must be an integer tensor, got {sh_degrees.dtype}")
     if sh_degrees.numel() and (int(sh_degrees.min()) < 0 or int(sh_degrees.max()) > max_deg):
-        raise ValueError(f"sh_degrees must lie in [0, {max_deg}], got [{int(sh_degrees.min())}, {int(sh_degrees.max())}]")
+        raise ValueError(
+            f"sh_degrees must lie in [0, {max_deg}], got [{int(sh_degrees.min())}, {int(sh_degrees.max())}]"
+        )
     # adaptive bandwidth: each group of Gaussians evaluates (and reads) only its active bands
     eff = sh_degrees.clamp(max=degree)
     out = coeffs.new_zeros(coeffs.shape[0], 3)

@@ -114,8 +114,8 @@ def densify_and_prune_3dgs(store: ParamStore, stats: DensifyStats, cfg: Train3DG
         stats.keep(~prune)
 
 
-def _checkpoint(store, stats, it, history, sampler, gen) -> dict:
-    return {"kind": "3dgs", "store": store.state_dict(), "iteration": it, "history": history,
+def _checkpoint(store, stats, it, history, sampler, gen, seconds=0.0) -> dict:
+    return {"kind": "3dgs", "store": store.state_dict(), "iteration": it, "history": history, "seconds": seconds,
             "sampler": sampler.state_dict(), "generator": gen.get_state(),
             "stats": (stats.grad_accum, stats.denom, stats.max_radii)}  # fmt: skip
 
@@ -144,14 +144,14 @@ def train_3dgs(
     torch.manual_seed(cfg.seed)
     train = scene.train()
     sampler = CameraSampler(len(train), cfg.seed)
-    start, history = 0, []
+    start, history, prior_s = 0, [], 0.0
     if resume and checkpoint_path is not None and __import__("os").path.exists(checkpoint_path):
         ck = load_checkpoint(checkpoint_path, "3dgs")
         store = ParamStore({k: v.to(device) for k, v in ck["store"]["params"].items()}, lrs, cfg.adam_eps)
         store.opt.load_state_dict(ck["store"]["opt"])
         sampler.load_state_dict(ck["sampler"])
         gen.set_state(ck["generator"])
-        start, history = ck["iteration"], ck["history"]
+        start, history, prior_s = ck["iteration"], ck["history"], ck.get("seconds", 0.0)
     else:
         store = ParamStore({k: v.to(device) for k, v in init_3dgs_params(scene.points, scene.colors, cfg).items()},
                            lrs, cfg.adam_eps)  # fmt: skip
@@ -178,7 +178,9 @@ def train_3dgs(
                     densify_and_prune_3dgs(store, stats, cfg, extent, it > cfg.opacity_reset_interval, gen)
                     stats.reset(len(store), device)
                 if it % cfg.opacity_reset_interval == 0:
-                    op = torch.minimum(torch.sigmoid(store["opacity"]), torch.full_like(store["opacity"], cfg.reset_opacity))
+                    op = torch.minimum(
+                        torch.sigmoid(store["opacity"]), torch.full_like(store["opacity"], cfg.reset_opacity)
+                    )
                     store.replace("opacity", torch.logit(op))
             store.opt.step()
             store.opt.zero_grad(set_to_none=True)
@@ -187,9 +189,11 @@ def train_3dgs(
         if callback is not None:
             callback(it, store, loss.item())
         if checkpoint_path is not None and checkpoint_every and it % checkpoint_every == 0:
-            save_checkpoint(checkpoint_path, _checkpoint(store, stats, it, history, sampler, gen))
+            save_checkpoint(checkpoint_path, _checkpoint(store, stats, it, history, sampler, gen,
+                                                         prior_s + time.perf_counter() - t0))  # fmt: skip
     if checkpoint_path is not None:
-        save_checkpoint(checkpoint_path, _checkpoint(store, stats, cfg.iterations, history, sampler, gen))
+        save_checkpoint(checkpoint_path, _checkpoint(store, stats, cfg.iterations, history, sampler, gen,
+                                                     prior_s + time.perf_counter() - t0))  # fmt: skip
     with torch.no_grad():
         g = gaussians_from_store(store).detach()
-    return TrainResult(g, history, cfg.iterations, time.perf_counter() - t0)
+    return TrainResult(g, history, cfg.iterations, prior_s + time.perf_counter() - t0)  # seconds over all sessions

@@ -121,11 +121,12 @@ def train_locogs(
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     train = scene.train()
     sampler = CameraSampler(len(train), cfg.seed)
-    start, history, mask_pruned = 0, [], 0
+    start, history, mask_pruned, prior_s = 0, [], 0, 0.0
     if resume and checkpoint_path is not None and os.path.exists(checkpoint_path):
         ck = load_checkpoint(checkpoint_path, "locogs")
         model = LocoGS.from_state(ck["model"], cfg, backend).to(device)
         start, history, mask_pruned = ck["iteration"], ck["history"], ck.get("mask_pruned", 0)
+        prior_s = ck.get("seconds", 0.0)
         sampler.load_state_dict(ck["sampler"])
         gen.set_state(ck["generator"])
     else:
@@ -174,8 +175,9 @@ def train_locogs(
             history.append({"iteration": it, "loss": loss.item(), "n_gaussians": len(model)})
         if checkpoint_path is not None and ((checkpoint_every and it % checkpoint_every == 0) or it == last):
             save_checkpoint(checkpoint_path, {"kind": "locogs", "model": model.state(), "iteration": it,
-                                              "history": history, "mask_pruned": mask_pruned, "sampler": sampler.state_dict(),
+                                              "history": history, "mask_pruned": mask_pruned,
+                                              "seconds": prior_s + time.perf_counter() - t0, "sampler": sampler.state_dict(),
                                               "generator": gen.get_state(),
                                               "field_opt": field_opt.state_dict(),
                                               "stats": (stats.grad_accum, stats.denom, stats.max_radii)})  # fmt: skip
-    return LocoGSResult(model, history, cfg.iterations, time.perf_counter() - t0, mask_pruned)
+    return LocoGSResult(model, history, cfg.iterations, prior_s + time.perf_counter() - t0, mask_pruned)

@@ -2,9 +2,9 @@
 
 Each program walks the tile's depth-sorted Gaussians in blocks of BLOCK_G, evaluates a [TILE*TILE, BLOCK_G] alpha
 block, gets transmittance with ``tl.cumprod`` and carries T (and a per-pixel "done" flag for the T < 1e-4 stop)
-across blocks. The backward recomputes the same forward in the same order, keeps a running colour prefix so the
-colour of everything behind Gaussian i is (final colour - prefix), and scatters per-Gaussian gradients with
-``tl.atomic_add``. Reference: ``rasterize_reference`` in ``kernels/reference.py``.
+across blocks; the loop ends as soon as every pixel of the tile is done. The backward recomputes the same forward
+in the same order, keeps a running colour prefix so the colour of everything behind Gaussian i is (final colour -
+prefix), and scatters per-Gaussian gradients with ``tl.atomic_add``. Reference: ``rasterize_reference`` in ``kernels/reference.py``.
 """
 
 from __future__ import annotations
@@ -32,14 +32,15 @@ def _load_block(means2d_ptr, conics_ptr, opac_ptr, radii_ptr, gids_ptr, offs, gm
 
 
 @triton.jit
-def _alpha_block(fx, fy, inside, gm, mx, my, ca, cb, cc, op, rad, alpha_max, alpha_min):
+def _alpha_block(fx, fy, inside, gm, mx, my, ca, cb, cc, op, rad, alpha_max, alpha_min, SQUARE: tl.constexpr):
     dx = mx[None, :] - fx[:, None]
     dy = my[None, :] - fy[:, None]
     sigma = 0.5 * (ca[None, :] * dx * dx + cc[None, :] * dy * dy) + cb[None, :] * dx * dy
     e = tl.exp(-sigma)
     alpha = tl.minimum(op[None, :] * e, alpha_max)
     valid = gm[None, :] & inside[:, None] & (sigma >= 0) & (alpha >= alpha_min)
-    valid = valid & (tl.abs(dx) <= rad[None, :]) & (tl.abs(dy) <= rad[None, :])
+    if SQUARE:  # square footprint; otherwise the whole tile (the binning already lists only touched tiles)
+        valid = valid & (tl.abs(dx) <= rad[None, :]) & (tl.abs(dy) <= rad[None, :])
     alpha = tl.where(valid, alpha, 0.0)
     return alpha, valid, dx, dy, e
 
@@ -49,7 +50,7 @@ def _rasterize_fwd_kernel(
     means2d_ptr, conics_ptr, colors_ptr, opac_ptr, radii_ptr, offsets_ptr, gids_ptr, bg_ptr,
     out_color_ptr, out_t_ptr,
     W, H, n_tiles_x, alpha_max, alpha_min, t_min,
-    C: tl.constexpr, CP: tl.constexpr, TILE: tl.constexpr, BLOCK_G: tl.constexpr,
+    C: tl.constexpr, CP: tl.constexpr, TILE: tl.constexpr, BLOCK_G: tl.constexpr, SQUARE: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
     pix = tl.arange(0, TILE * TILE)
@@ -64,11 +65,16 @@ def _rasterize_fwd_kernel(
     T = tl.full([TILE * TILE], 1.0, tl.float32)
     done = tl.zeros([TILE * TILE], dtype=tl.int32)
     acc = tl.zeros([TILE * TILE, CP], dtype=tl.float32)
-    for g0 in range(start, end, BLOCK_G):
+    # walk the depth-sorted list; stop once every pixel of the tile has saturated (T would drop below t_min)
+    g0 = start
+    n_live = tl.sum(tl.where(inside, 1, 0))
+    while (g0 < end) & (n_live > 0):
         offs = g0 + tl.arange(0, BLOCK_G)
         gm = offs < end
         gid, mx, my, ca, cb, cc, op, rad = _load_block(means2d_ptr, conics_ptr, opac_ptr, radii_ptr, gids_ptr, offs, gm)
-        alpha, valid, dx, dy, e = _alpha_block(fx, fy, inside, gm, mx, my, ca, cb, cc, op, rad, alpha_max, alpha_min)
+        alpha, valid, dx, dy, e = _alpha_block(
+            fx, fy, inside, gm, mx, my, ca, cb, cc, op, rad, alpha_max, alpha_min, SQUARE
+        )
         one_m = 1.0 - alpha
         t_incl = T[:, None] * tl.cumprod(one_m, axis=1)
         keep = (t_incl >= t_min) & (done[:, None] == 0)
@@ -80,6 +86,8 @@ def _rasterize_fwd_kernel(
         stopped = tl.max(tl.where(valid & (t_incl < t_min), 1, 0), axis=1)
         T = tl.min(tl.where(keep, t_incl, T[:, None]), axis=1)
         done = tl.maximum(done, stopped)
+        g0 += BLOCK_G
+        n_live = tl.sum(tl.where(inside & (done == 0), 1, 0))
     bg = tl.load(bg_ptr + cidx, mask=cidx < C, other=0.0)
     out = acc + T[:, None] * bg[None, :]
     lin = py * W + px
@@ -93,7 +101,7 @@ def _rasterize_bwd_kernel(
     out_color_ptr, out_t_ptr, g_color_ptr, g_alpha_ptr,
     g_means2d_ptr, g_conics_ptr, g_colors_ptr, g_opac_ptr,
     W, H, n_tiles_x, alpha_max, alpha_min, t_min,
-    C: tl.constexpr, CP: tl.constexpr, TILE: tl.constexpr, BLOCK_G: tl.constexpr,
+    C: tl.constexpr, CP: tl.constexpr, TILE: tl.constexpr, BLOCK_G: tl.constexpr, SQUARE: tl.constexpr,
 ):  # fmt: skip
     tile = tl.program_id(0)
     pix = tl.arange(0, TILE * TILE)
@@ -118,11 +126,16 @@ def _rasterize_bwd_kernel(
     T = tl.full([TILE * TILE], 1.0, tl.float32)
     done = tl.zeros([TILE * TILE], dtype=tl.int32)
     prefix = tl.zeros([TILE * TILE, CP], dtype=tl.float32)
-    for g0 in range(start, end, BLOCK_G):
+    # walk the depth-sorted list; stop once every pixel of the tile has saturated (T would drop below t_min)
+    g0 = start
+    n_live = tl.sum(tl.where(inside, 1, 0))
+    while (g0 < end) & (n_live > 0):
         offs = g0 + tl.arange(0, BLOCK_G)
         gm = offs < end
         gid, mx, my, ca, cb, cc, op, rad = _load_block(means2d_ptr, conics_ptr, opac_ptr, radii_ptr, gids_ptr, offs, gm)
-        alpha, valid, dx, dy, e = _alpha_block(fx, fy, inside, gm, mx, my, ca, cb, cc, op, rad, alpha_max, alpha_min)
+        alpha, valid, dx, dy, e = _alpha_block(
+            fx, fy, inside, gm, mx, my, ca, cb, cc, op, rad, alpha_max, alpha_min, SQUARE
+        )
         one_m = 1.0 - alpha
         t_incl = T[:, None] * tl.cumprod(one_m, axis=1)
         keep = (t_incl >= t_min) & (done[:, None] == 0) & valid
@@ -154,10 +167,14 @@ def _rasterize_bwd_kernel(
         stopped = tl.max(tl.where(valid & (t_incl < t_min), 1, 0), axis=1)
         T = tl.min(tl.where(keep, t_incl, T[:, None]), axis=1)
         done = tl.maximum(done, stopped)
+        g0 += BLOCK_G
+        n_live = tl.sum(tl.where(inside & (done == 0), 1, 0))
 
 
 def _launch_params(cfg: RasterConfig, n_ch: int) -> dict:
-    return dict(C=n_ch, CP=triton.next_power_of_2(n_ch), TILE=cfg.tile_size, BLOCK_G=32)
+    return dict(
+        C=n_ch, CP=triton.next_power_of_2(n_ch), TILE=cfg.tile_size, BLOCK_G=32, SQUARE=cfg.footprint == "square"
+    )
 
 
 class _RasterizeFn(torch.autograd.Function):

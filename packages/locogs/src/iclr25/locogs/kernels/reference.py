@@ -156,7 +156,7 @@ def hashgrid_reference(points01: torch.Tensor, table: torch.Tensor, layout) -> t
     lv = layout.level_tensors(points01.device)
     idx, w = hashgrid_corners(points01.detach().float(), lv)  # [N, L, 8]
     out = (w[..., None].to(table.dtype) * table[idx]).sum(dim=2)  # [N, L, F]
-    return out.reshape(points01.shape[0], -1)
+    return out.reshape(points01.shape[0], layout.n_levels * table.shape[1])
 
 
 def hashgrid_corners(p: torch.Tensor, lv: dict) -> tuple[torch.Tensor, torch.Tensor]:
