@@ -239,3 +239,47 @@ def test_reusing_the_encoding_gives_identical_results():
         for kw in ({"dense": True}, {"sparse_queries": q, "dense": False, "with_anchors": True}):
             a, b = model(video, depth, **kw), model(video, depth, encoded=enc, **kw)
             assert torch.equal(a.coords, b.coords) and torch.equal(a.vis_logit, b.vis_logit)
+
+
+def test_emb2d_official_layout_coordinates_first():
+    """get_2d_embedding(xy, C, cat_coords=True) = [x, y, sin(x w0), cos(x w0), ..., sin(y w0), cos(y w0), ...] with
+    the linear frequencies w_k = 2k * 1000 / C: written out by hand for C = 8 (w = 0, 250, 500, 750)."""
+    import math
+
+    from iclr25.delta.embeddings import emb2d
+
+    x, y = 0.3, -1.2
+    expected = [x, y]
+    for v in (x, y):
+        for wk in (0.0, 250.0, 500.0, 750.0):
+            expected += [math.sin(v * wk), math.cos(v * wk)]
+    got = emb2d(torch.tensor([[x, y]], dtype=torch.float64), 8)[0]
+    assert torch.allclose(got, torch.tensor(expected, dtype=torch.float64), atol=1e-12)
+    assert torch.equal(emb2d(torch.tensor([[x, y]], dtype=torch.float64), 8, cat_coords=False)[0], got[2:])
+
+
+def test_position_embedding_is_sampled_once_per_window():
+    """Official: the 2D position embedding is sampled at the window's *initial* frame-0 position and added unchanged
+    in every iteration. Under a constant +1-cell update in x and y (no depth change) the d_t/d_0, track-mask and
+    visibility channels of the token do not change between iterations, so they expose the added embedding: it must
+    be the same in iterations 1 and 2 (a model that re-samples it at the moved position fails)."""
+    torch.manual_seed(0)
+    cfg = micro_config()
+    model = DeltaModel(cfg).eval()
+    seen = []
+
+    def constant_update(tokens, n_sparse, dense_hw, efficient, n_anchor=None, attn_mask=None):
+        seen.append(tokens.detach().clone())
+        out = tokens.new_zeros(*tokens.shape[:3], 3 + cfg.latent_dim)
+        out[..., :2] = 1.0
+        return out
+
+    model.updateformer.forward = constant_update
+    video, depth = random_video(t=4)
+    with torch.no_grad():
+        out = model(video, depth, iters=2, dense=True, with_anchors=False)
+    assert len(seen) == 2 and torch.allclose(out.coords[0, :, 0], torch.full((4, 2), 8.0))  # 2 iterations x 4 px
+    steady = [2 + 2 * cfg.pos_emb_freqs + 2, cfg.token_dim - 2, cfg.token_dim - 1]  # d_t/d_0, track mask, vis
+    assert torch.equal(seen[0][..., steady], seen[1][..., steady])
+    dcorr = 2 + 2 * cfg.pos_emb_freqs + 3 + cfg.corr_dim  # depth sampled at the moved position: it does change
+    assert not torch.equal(seen[0][..., dcorr], seen[1][..., dcorr])

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -212,3 +213,23 @@ def test_train_cli_2d_then_3d(tmp_path, capsys):
     assert DeltaTracker.from_checkpoint(s3d).cfg == DeltaConfig.micro().replace(zero_init_head=True)
     state = torch.load(s3d, weights_only=False)
     assert state["train_config"]["stage"] == "3d" and state["step"] == 2
+
+
+def test_demo_says_plainly_when_no_trained_model_is_used(tmp_path, capsys):
+    from iclr25.delta import demo
+
+    if os.path.isfile(demo.WEIGHTS):
+        pytest.skip("a trained checkpoint ships: the demo evaluates it")
+    png = tmp_path / "tracks.png"
+    summary = demo.run_demo(num_clips=2, out_png=str(png), threads=1, sparse_timing=False)
+    out = capsys.readouterr().out
+    assert (
+        "NO TRAINED MODEL" in out and summary["uses_checkpoint"] is False and summary["model"].startswith("untrained")
+    )
+    assert png.stat().st_size > 0
+    # the untrained model's uv is the zero-motion answer (its depth is the upsampled H/4 grid depth)
+    assert summary["DELTA (dense)"]["epe2d"] == pytest.approx(summary["zero motion"]["epe2d"], rel=1e-5)
+    ckpt = tmp_path / "m.pt"
+    save_checkpoint(DeltaModel(DeltaConfig.micro().replace(zero_init_head=True)), ckpt)
+    summary = demo.run_demo(num_clips=2, out_png=None, threads=1, sparse_timing=False, checkpoint=str(ckpt))
+    assert summary["uses_checkpoint"] is True and "NO TRAINED MODEL" not in capsys.readouterr().out

@@ -70,10 +70,16 @@ def main(argv=None) -> int:
         "demo", help="synthetic-video table: DELTA vs zero motion vs flow chaining, dense vs sparse time"
     )
     d.add_argument("--clips", type=int, default=20)
-    d.add_argument("--checkpoint", default=None, help="model to evaluate (default: the shipped checkpoint)")
+    d.add_argument(
+        "--checkpoint",
+        default=None,
+        help="model to evaluate (default: none ships, so an untrained zero-motion-initialised model, and the demo says so)",
+    )
     d.add_argument("--no-sparse-timing", action="store_true", help="skip the dense vs per-pixel timing")
     d.add_argument("--out", default=None, help="write the summary as JSON")
-    d.add_argument("--train-steps", type=int, default=0, help="extra fine-tuning steps on top of the shipped weights")
+    d.add_argument(
+        "--train-steps", type=int, default=0, help="training steps on the synthetic stream before evaluating"
+    )
     d.add_argument("--png", default="delta_demo_tracks.png")
     d.add_argument("--seed", type=int, default=900_000, help="clip seeds (training uses seed*100003+step)")
     d.add_argument("--threads", type=int, default=None)

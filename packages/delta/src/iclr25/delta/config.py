@@ -74,7 +74,7 @@ class DeltaConfig:
 
     @property
     def token_dim(self) -> int:
-        """[emb2d(x_t - x_0) (2 + 2F), x_t - x_0 (2), d_t/d_0 (1), corr, dcorr (1), feat, track_mask (1), vis (1)]."""
+        """[emb2d(x_t - x_0) ([dx, dy], then 2F sin-cos), x_t - x_0 (2), d_t/d_0 (1), corr, dcorr (1), feat, track_mask (1), vis (1)]."""
         return (2 + 2 * self.pos_emb_freqs) + 2 + 1 + self.corr_dim + 1 + self.latent_dim + 1 + 1
 
     @property

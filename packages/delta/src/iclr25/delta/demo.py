@@ -13,7 +13,13 @@ from .baselines import flow_chaining, sparse_per_pixel, zero_motion
 from .data.synthetic import render_synthetic_clip
 from .evaluate import WEIGHTS, evaluate_dense_prediction
 
-DEMO_FRAMES, DEMO_SIZE = 8, 32  # the resolution the shipped checkpoint was trained at
+DEMO_FRAMES, DEMO_SIZE = 8, 32  # the resolution of the CPU training runs (``train --frames 8 --size 32``)
+
+NO_TRAINED_MODEL = (
+    "NO TRAINED MODEL: no checkpoint ships with this version, because no CPU-trained model beat zero motion on "
+    "held-out clips. The DELTA row is a fresh zero-motion-initialised micro model (it does not track: its uv is the "
+    "zero-motion answer and its depth is the H/4 grid depth upsampled). Pass --checkpoint to evaluate a trained model."
+)
 
 
 def _load_tracker(train_steps: int, seed: int, checkpoint: str | None = None):
@@ -30,18 +36,18 @@ def _load_tracker(train_steps: int, seed: int, checkpoint: str | None = None):
     else:
         torch.manual_seed(seed)
         tracker = DeltaTracker(model=DeltaModel(DeltaConfig.micro().replace(zero_init_head=True)))
-        source = "fresh zero-initialised micro model"
+        source = "untrained: fresh zero-motion-initialised micro model (no trained checkpoint ships)"
     if train_steps > 0:
         from .train import TrainConfig, train
 
         tcfg = TrainConfig(steps=train_steps, lr=2e-4, num_frames=DEMO_FRAMES, height=DEMO_SIZE, width=DEMO_SIZE)
         train(tracker.model, tcfg, show_progress=True)
-        source += f" + {train_steps} fine-tuning steps"
+        source += f" + {train_steps} training steps in this run"
     tracker.model.eval()
     return tracker, source
 
 
-def _draw_tracks(path: str, clip, delta_uv, n: int = 24) -> None:
+def _draw_tracks(path: str, clip, delta_uv, n: int = 24, label: str = "DELTA") -> None:
     import cv2
 
     t, h, w = clip.visibility.shape
@@ -56,7 +62,9 @@ def _draw_tracks(path: str, clip, delta_uv, n: int = 24) -> None:
             pts = np.round(np.asarray(uv) * s + s / 2).astype(np.int32)
             cv2.polylines(canvas, [pts.reshape(-1, 1, 2)], False, col, 1, cv2.LINE_AA)
             cv2.circle(canvas, tuple(int(v) for v in pts[-1]), 2, col, -1)
-    cv2.putText(canvas, "green: ground truth  red: DELTA", (4, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (255, 255, 255), 1)
+    cv2.putText(
+        canvas, "green: ground truth  red: " + label, (4, 12), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (255, 255, 255), 1
+    )
     ok, buf = cv2.imencode(".png", canvas)
     if ok:
         from iclr25.shared import atomic_write
@@ -80,6 +88,9 @@ def run_demo(num_clips: int = 20, train_steps: int = 0, out_png: str | None = "d
     if threads:
         torch.set_num_threads(threads)
     tracker, source = _load_tracker(train_steps, seed, checkpoint)
+    trained = checkpoint is not None or os.path.isfile(WEIGHTS) or train_steps > 0
+    if not trained:
+        print(NO_TRAINED_MODEL)
     methods = ("DELTA (dense)", "zero motion", "flow chaining (DIS)", "flow chaining (Farneback)")
     rows = {m: [] for m in methods}
     times = {m: [] for m in methods}
@@ -107,7 +118,7 @@ def run_demo(num_clips: int = 20, train_steps: int = 0, out_png: str | None = "d
     print(f"model: {source}; TAP-Vid-3D metrics over every frame-0 pixel (median scaling, 256-px intrinsics)\n")
     print(f"| {'method':28s} | APD3D | AJ3D  |  OA   | EPE2D (px) | s/clip |")
     print(f"|{'-' * 30}|-------|-------|-------|------------|--------|")
-    summary = {"model": source, "seeds": [seed, seed + num_clips - 1]}
+    summary = {"model": source, "uses_checkpoint": trained, "seeds": [seed, seed + num_clips - 1]}
     for m in methods:
         avg = {k: float(np.mean([r[k] for r in rows[m]])) for k in rows[m][0]}
         summary[m] = {**avg, "seconds": float(np.mean(times[m]))}
@@ -122,8 +133,10 @@ def run_demo(num_clips: int = 20, train_steps: int = 0, out_png: str | None = "d
         mean, lo, hi = paired_ci([r[k] for r in rows["DELTA (dense)"]], [r[k] for r in rows["zero motion"]])
         summary["delta_minus_zero"][k] = [mean, lo, hi]
         print(f"  {k:6s} {mean:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+    if not trained:
+        print("\n" + NO_TRAINED_MODEL)
     if out_png:
-        _draw_tracks(out_png, clips[0], first_delta)
+        _draw_tracks(out_png, clips[0], first_delta, label="DELTA" if trained else "DELTA (untrained)")
         print(f"tracks drawn to {out_png}")
     if not sparse_timing:
         return summary

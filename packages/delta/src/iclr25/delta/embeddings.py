@@ -8,18 +8,18 @@ import torch
 
 
 def emb2d(xy: torch.Tensor, freqs: int, cat_coords: bool = True) -> torch.Tensor:
-    """[..., 2] -> [..., 2*freqs (+2)]: sin/cos interleaved at the *linear* frequencies arange(0, F, 2) * 1000 / F.
+    """[..., 2] -> [..., (2 +) 2*freqs]: ``[x, y]`` (with ``cat_coords``) first, then the x and the y embeddings,
+    each sin/cos interleaved at the *linear* frequencies arange(0, F, 2) * 1000 / F.
 
-    This is the official (CoTracker ``get_2d_embedding``) quirk, not the usual geometric progression.
+    This is the official (CoTracker ``get_2d_embedding``) layout and quirk, not the usual geometric progression; the
+    coordinates come *first*, so the official input projection's weights line up.
     """
     div = torch.arange(0, freqs, 2, device=xy.device, dtype=xy.dtype) * (1000.0 / freqs)
-    parts = []
+    parts = [xy] if cat_coords else []
     for i in range(2):
         arg = xy[..., i : i + 1] * div
         pe = torch.stack([torch.sin(arg), torch.cos(arg)], -1).flatten(-2)  # interleaved sin, cos
         parts.append(pe)
-    if cat_coords:
-        parts.append(xy)
     return torch.cat(parts, -1)
 
 

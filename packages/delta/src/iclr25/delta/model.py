@@ -224,9 +224,10 @@ class DeltaModel(nn.Module):
                 tmask = tmask & (torch.arange(s, device=dev) >= overlap)[None, :, None]
             mask = (tmask | is_dense).to(dt)
             it_coords, it_depth = [], []
+            # position embedding: sampled once per window at the window's initial frame-0 position (official)
+            pos = sample_map(self._pos_grid(h, w, dev, dt).expand(b, -1, -1, -1), c[:, 0])  # B N D
             for _ in range(iters):
                 c, dd = c.detach(), dd.detach()
-                pos = sample_map(self._pos_grid(h, w, dev, dt).expand(b, -1, -1, -1), c[:, 0])  # B N D
                 corr = self.cmdtop(pyr_w, c, supports, chunk=corr_chunk, backend=backend)
                 rel = c - c[:, :1]
                 dsamp = sample_map(dlow_w.reshape(b * s, 1, h, w), c.reshape(b * s, n, 2))[..., 0].reshape(b, s, n)
