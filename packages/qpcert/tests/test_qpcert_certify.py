@@ -175,10 +175,12 @@ def test_multiclass_milp_equals_brute_force():
     rng = np.random.default_rng(0)
     tr = np.concatenate([rng.choice(np.flatnonzero(labels == c), 3, replace=False) for c in range(3)])
     te = np.setdiff1d(np.arange(45), tr)[::6][:3]
-    for k in (1,):
+    for k in (2,):  # k >= 2: the minimum over competing classes must come with its own witness
         bf = brute_force_label_flips(q, labels, tr, te, k, C_FREE)
         ml = certify_label_flips(q, labels, tr, te, k, C_FREE, method="milp", exact_margin=True)
+        assert "not_certified" in bf.status
         assert ml.status == bf.status and np.allclose(ml.margin, bf.margin, atol=1e-6)
+        assert ml.margin_exact.all()
     bc = brute_force_label_flips(q, labels, tr, te, 1, C_FREE, mode="collective")
     mc = certify_label_flips(q, labels, tr, te, 1, C_FREE, mode="collective", method="milp")
     assert bc.n_changed == mc.n_changed == mc.n_changed_bound
@@ -202,11 +204,21 @@ def test_tiny_time_limit_gives_unknown_never_certified():
 
 def test_budget_resolution_and_bad_input(inst0):
     q, y, tr, te = inst0
-    assert resolve_budget(0.25, 40) == 10 and resolve_budget(3, 10) == 3 and resolve_budget(50, 10) == 10
+    assert resolve_budget(None, 40, budget_fraction=0.25) == 10 and resolve_budget(3, 10) == 3
+    assert resolve_budget(50, 10) == 10 and resolve_budget(np.int64(2), 10) == 2
+    assert resolve_budget(None, 8, budget_fraction=0.7) == 5  # official int(delta * m)
     with pytest.raises(TypeError):
         resolve_budget(True, 10)
-    with pytest.raises(ValueError):
-        resolve_budget(1.5, 10)
+    with pytest.raises(TypeError, match="budget_fraction"):
+        resolve_budget(0.25, 40)  # a float count is ambiguous: refused
+    with pytest.raises(TypeError, match="budget_fraction"):
+        resolve_budget(1.0, 40)
+    with pytest.raises(ValueError, match="budget_fraction"):
+        resolve_budget(None, 10, budget_fraction=1.5)
+    with pytest.raises(ValueError, match="not both"):
+        resolve_budget(2, 10, budget_fraction=0.5)
+    with pytest.raises(ValueError, match="budget"):
+        resolve_budget(None, 10)
     with pytest.raises(ValueError, match="mode"):
         certify_label_flips(q, y, tr, te, 1, mode="both")
     with pytest.raises(ValueError, match="method"):

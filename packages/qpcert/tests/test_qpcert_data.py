@@ -52,14 +52,17 @@ def test_splits():
     trn, unl, val, test = split_inductive(k.labels, n_per_class=2, seed=0)
     assert len(trn) == len(val) == 4 and np.bincount(k.labels[trn]).tolist() == [2, 2]
     assert len(np.unique(np.concatenate([trn, unl, val, test]))) == 34
-    rs = np.random.RandomState(0)  # the legacy stream of the official code
-    assert np.array_equal(np.sort(trn[np.isin(trn, np.flatnonzero(k.labels == 0))]),
-                          np.sort(rs.permutation(np.flatnonzero(k.labels == 0))[:2]))  # fmt: skip
+    rng = np.random.Generator(np.random.PCG64(0))  # the official stream: class 0 is permuted first
+    assert set(trn[k.labels[trn] == 0]) == set(rng.permutation(np.flatnonzero(k.labels == 0))[:2])
+    legacy = np.random.RandomState(0).permutation(np.flatnonzero(k.labels == 0))[:2]  # the old (wrong) stream
+    assert set(trn[k.labels[trn] == 0]) != set(legacy)
 
 
 def test_karate_club():
     k = karate_club()
-    assert k.n == 34 and k.adjacency.sum() == 2 * 78 and np.bincount(k.labels).tolist() == [17, 17]
+    assert k.n == 34 and (k.adjacency > 0).sum() == 2 * 78 and np.bincount(k.labels).tolist() == [17, 17]
+    assert k.adjacency.sum() == 2 * 231 and k.adjacency.max() == 7  # networkx's weights (shared activities) kept
+    assert k.labels[0] == 1 and k.labels[33] == 0  # node 0 is Mr. Hi -> 1 (official), node 33 the officer
     assert np.array_equal(k.features, np.eye(34))
 
 

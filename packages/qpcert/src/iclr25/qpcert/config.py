@@ -44,6 +44,10 @@ class ArchSpec:
             raise ValueError(f"depth must be an integer >= 1, got {self.depth!r}")
         if not 0.0 <= self.skip_alpha <= 1.0:
             raise ValueError(f"skip_alpha must lie in [0, 1], got {self.skip_alpha}")
+        if isinstance(self.appnp_iterations, bool) or not isinstance(self.appnp_iterations, int):
+            raise ValueError(f"appnp_iterations must be an integer >= 0, got {self.appnp_iterations!r}")
+        if self.appnp_iterations < 0:
+            raise ValueError(f"appnp_iterations must be >= 0 (power-iteration steps), got {self.appnp_iterations}")
         if not 0.0 < self.appnp_alpha <= 1.0:
             raise ValueError(f"appnp_alpha must lie in (0, 1], got {self.appnp_alpha}")
 
@@ -66,7 +70,7 @@ class CertifyConfig:
     """Defaults of the certificate."""
 
     C: float = 1.0  # SVM soft-margin constant (official CSBM: 0.001; Cora-MLb GCN: 0.075 — pass per experiment)
-    tol: float = (
-        1e-4  # official Gurobi FeasibilityTol/OptimalityTol/IntFeasTol = 1e-4; |margin| <= tol => not certified
-    )
+    # relative tolerance: margin <= tol * P_t (P_t = C sum_j |Q_tj|) => not certified. Official: Gurobi IntFeasTol =
+    # 1e-4 on the count binary of the collective MILP, whose big-M is P_t, lets p_t reach 1e-4 * P_t past zero
+    tol: float = 1e-4
     enum_limit: int = 20_000  # "auto" enumerates up to this many QPs (design note: ~1e5 QPs ~ 1 min on 2 CPU cores)

@@ -74,6 +74,7 @@ class EnumerationTable:
     best_count: np.ndarray  # [len(budgets)]
     best_count_labels: np.ndarray  # [len(budgets), m]
     n_qps: int
+    best_count_correct: np.ndarray | None = None  # [len(budgets)] most correctly classified nodes one attack changes
 
 
 def _margins(preds: np.ndarray, clean_dir) -> np.ndarray:
@@ -95,10 +96,17 @@ def enumerate_certificates(
     c: float,
     budgets: list[int],
     clean_dir: np.ndarray,
-    tol: float,
+    tol,
     backend: str = "auto",
+    correct: np.ndarray | None = None,
 ) -> EnumerationTable:
-    """Exhaustive certificates for every budget in ``budgets`` (binary labels +-1, multiclass ids)."""
+    """Exhaustive certificates for every budget in ``budgets`` (binary labels +-1, multiclass ids).
+
+    ``tol``: absolute tolerance, a scalar or one per test node (margin <= tol counts as changed). ``correct``: bool
+    per test node; the table then also holds, per budget, the most correctly classified nodes one attack changes.
+    """
+    tol = np.broadcast_to(np.asarray(tol, dtype=float), (q_tl.shape[0],))
+    correct = np.ones(q_tl.shape[0], bool) if correct is None else np.asarray(correct, dtype=bool)
     m, t = q_ll.shape[0], q_tl.shape[0]
     kmax = max(budgets)
     nb = len(budgets)
@@ -106,6 +114,7 @@ def enumerate_certificates(
     worst_lab = np.zeros((nb, t, m))
     best = np.full(nb, -1)
     best_lab = np.zeros((nb, m))
+    best_correct = np.full(nb, -1)
     budgets_arr = np.asarray(budgets)
     use_signs = n_classes == 2 and 2 ** (m - 1) < count_flip_sets(m, kmax)
     chunks = _sign_class_labelings(m) if use_signs else _flip_set_labelings(labels_hat, kmax, n_classes)
@@ -128,7 +137,9 @@ def enumerate_certificates(
             n_qps += len(ys)
             nflips = (labs != labels_hat[None, :]).sum(axis=1)
         margins = _margins(preds, clean_dir)  # [B, t]
-        changed = (margins <= tol).sum(axis=1)
+        is_changed = margins <= tol[None, :]
+        changed = is_changed.sum(axis=1)
+        changed_correct = (is_changed & correct[None, :]).sum(axis=1)
         within = nflips[None, :] <= budgets_arr[:, None]  # [nb, B]
         masked = np.where(within[:, :, None], margins[None], np.inf)  # [nb, B, t]
         arg = masked.argmin(axis=1)  # [nb, t]
@@ -142,4 +153,5 @@ def enumerate_certificates(
         upd = cval > best
         best = np.where(upd, cval, best)
         best_lab = np.where(upd[:, None], labs[carg], best_lab)
-    return EnumerationTable(list(budgets), worst, worst_lab, best, best_lab, n_qps)
+        best_correct = np.maximum(best_correct, np.where(within, changed_correct[None, :], -1).max(axis=1))
+    return EnumerationTable(list(budgets), worst, worst_lab, best, best_lab, n_qps, best_correct)

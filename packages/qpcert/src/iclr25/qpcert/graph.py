@@ -77,6 +77,8 @@ def appnp_operator(adj, alpha: float = 0.1, iterations: int = 10, exact: bool = 
     """APPNP propagation matrix after ``iterations`` power steps, or the exact PPNP matrix."""
     if not 0.0 < alpha <= 1.0:
         raise ValueError(f"alpha must lie in (0, 1], got {alpha}")
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 0:
+        raise ValueError(f"iterations must be an integer >= 0, got {iterations!r}")
     a_hat = sym_normalize(adj)
     eye = torch.eye(a_hat.shape[0], dtype=a_hat.dtype)
     if exact:

@@ -160,6 +160,11 @@ def ntk_from_spec(adj, features, spec: ArchSpec) -> torch.Tensor:
         q = _ntk_mlp_bias(x, spec, activation)
         if spec.arch == "appnp":
             q = s @ q @ s.T
+    if not torch.isfinite(q).all():
+        raise ValueError(
+            f"the NTK overflowed (non-finite entries): the features are too large (max |x| = {float(x.abs().max()):.3g});"
+            " rescale them (e.g. divide by their norm)"
+        )
     return 0.5 * (q + q.T)
 
 

@@ -4,6 +4,8 @@ subsets. No package ships Cora-ML/Citeseer offline: point ``load_citation_npz`` 
 
 from __future__ import annotations
 
+import pickle
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,25 +27,51 @@ class Graph:
 
 
 def karate_club() -> Graph:
-    """Zachary's karate club from networkx; features X = I (as the official loader); labels 0 = 'Mr. Hi', 1 = 'Officer'."""
+    """Zachary's karate club as the official ``get_karate_club`` builds it: networkx's edge weights kept (the number
+    of shared activities, 1-7), features X = I, labels 1 = 'Mr. Hi', 0 = 'Officer'."""
     import networkx as nx
 
     g = nx.karate_club_graph()
     nodes = sorted(g.nodes())
-    a = nx.to_numpy_array(g, nodelist=nodes, weight=None)
-    labels = np.array([0 if g.nodes[v]["club"] == "Mr. Hi" else 1 for v in nodes])
-    return Graph(adjacency=(a > 0).astype(np.int64), features=np.eye(len(nodes)), labels=labels)
+    a = nx.to_numpy_array(g, nodelist=nodes)  # weight="weight": the official code keeps the weights
+    labels = np.array([1 if g.nodes[v]["club"] == "Mr. Hi" else 0 for v in nodes])
+    return Graph(adjacency=a, features=np.eye(len(nodes)), labels=labels)
 
 
 _KEYS = ("data", "indices", "indptr", "shape")
+
+
+def _check_csr(name: str, data, indices, indptr, shape) -> None:
+    """Validate CSR arrays before scipy sees them (malformed arrays otherwise fail late or inside a destructor)."""
+    if shape.shape != (2,) or shape.dtype.kind not in "iu" or (shape < 0).any():
+        raise ValueError(f"{name}.shape must be two non-negative integers, got {shape!r}")
+    rows, cols = int(shape[0]), int(shape[1])
+    for key, arr in (("indices", indices), ("indptr", indptr)):
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise ValueError(f"{name}.{key} must be a 1-d integer array, got dtype {arr.dtype}, shape {arr.shape}")
+    if data.ndim != 1 or data.dtype.kind not in "biuf":
+        raise ValueError(f"{name}.data must be a 1-d numeric array, got dtype {data.dtype}, shape {data.shape}")
+    if len(indptr) != rows + 1 or (len(indptr) and indptr[0] != 0) or np.any(np.diff(indptr) < 0):
+        raise ValueError(f"{name}.indptr must be non-decreasing, start at 0 and have {rows + 1} entries")
+    if len(indices) != len(data) or (len(indptr) and indptr[-1] != len(indices)):
+        raise ValueError(
+            f"{name}: indptr[-1], len(indices) and len(data) must agree ({indptr[-1]}, {len(indices)}, {len(data)})"
+        )
+    if len(indices) and (indices.min() < 0 or indices.max() >= cols):
+        raise ValueError(
+            f"{name}.indices out of range: column ids must lie in [0, {cols}), got [{indices.min()}, {indices.max()}]"
+        )
+    if not np.isfinite(data.astype(float)).all():
+        raise ValueError(f"{name}.data contains NaN or inf")
 
 
 def _csr(loader, name: str) -> sp.csr_matrix:
     for sep in (".", "_"):
         keys = [f"{name}{sep}{k}" for k in _KEYS]
         if all(k in loader for k in keys):
-            data, indices, indptr, shape = (loader[k] for k in keys)
-            return sp.csr_matrix((data, indices, indptr), shape=tuple(shape))
+            data, indices, indptr, shape = (np.asarray(loader[k]) for k in keys)
+            _check_csr(name, data, indices, indptr, shape)
+            return sp.csr_matrix((data, indices, indptr), shape=tuple(int(v) for v in shape))
     if name in loader:
         return sp.csr_matrix(loader[name])
     raise ValueError(f"npz file lacks the sparse matrix {name!r} (expected keys {name}.data/.indices/.indptr/.shape)")
@@ -55,8 +83,17 @@ def load_citation_npz(path, make_undirected: bool = True, largest_component: boo
     path = Path(path)
     if not path.exists():
         raise ValueError(f"{path} does not exist; Cora-ML/Citeseer are not shipped, pass the path to your copy")
-    with np.load(path, allow_pickle=True) as raw:
-        loader = dict(raw)
+    try:
+        raw = np.load(path, allow_pickle=True)
+        if not isinstance(raw, np.lib.npyio.NpzFile):
+            loader = raw
+        else:
+            with raw:
+                loader = dict(raw)
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is not a readable .npz file: {err}") from err
+    if not isinstance(loader, dict):
+        raise ValueError(f"{path} is not a readable .npz file (it holds a single array, not named arrays)")
     adj = _csr(loader, "adj_matrix")
     if adj.shape[0] != adj.shape[1]:
         raise ValueError(f"adjacency must be square, got {adj.shape}")
@@ -64,6 +101,11 @@ def load_citation_npz(path, make_undirected: bool = True, largest_component: boo
     if "labels" not in loader:
         raise ValueError("npz file lacks 'labels'")
     labels = np.asarray(loader["labels"]).reshape(-1)
+    if labels.dtype.kind not in "iu" and not (labels.dtype.kind == "f" and np.all(np.isfinite(labels))
+                                               and np.all(labels == np.round(labels))):  # fmt: skip
+        raise ValueError(f"labels must be integer class ids, got dtype {labels.dtype}")
+    if labels.size and labels.min() < 0:
+        raise ValueError(f"labels must be non-negative class ids, got min {labels.min()}")
     if attr.shape[0] != adj.shape[0] or labels.shape[0] != adj.shape[0]:
         raise ValueError(f"inconsistent sizes: adjacency {adj.shape}, attributes {attr.shape}, labels {labels.shape}")
     adj = (adj > 0).astype(np.float64)
@@ -93,11 +135,13 @@ def save_citation_npz(path, graph: Graph) -> None:
 
 
 def binary_subset(graph: Graph, classes: tuple[int, int] | None = None, drop_isolated: bool = True) -> Graph:
-    """Keep the two given classes (default: the two largest), relabelled 0/1; optionally drop isolated nodes."""
+    """Keep two classes, relabelled 0/1 with ``classes[1]`` -> 1; optionally drop isolated nodes. Default: the two
+    largest classes with the LARGEST as class 1 (the official ``_make_binary``: most common -> 1, second -> 0)."""
     y = np.asarray(graph.labels)
     if classes is None:
         counts = np.bincount(y)
-        classes = tuple(int(c) for c in np.argsort(-counts, kind="stable")[:2])
+        order = np.argsort(-counts, kind="stable")[:2]
+        classes = (int(order[1]), int(order[0]))
     keep = np.flatnonzero(np.isin(y, classes))
     adj = sp.csr_matrix(graph.adjacency)[keep][:, keep]
     if drop_isolated:

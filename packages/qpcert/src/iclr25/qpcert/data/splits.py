@@ -2,8 +2,8 @@
 
 ``split_csbm``: class-balanced labelled (train) and validation nodes, the rest is test; assumes nodes are sorted by
 class (class 0 first). ``split_inductive``: per class ``n_per_class`` train and ``n_per_class`` validation nodes and
-ceil(fraction_test x class size) test nodes, with the legacy ``np.random.seed(seed)`` stream (here a private
-RandomState, same numbers, global state untouched). In the paper both train and validation nodes are labelled for
+ceil(fraction_test x class size) test nodes, with the official random stream ``Generator(PCG64(seed))`` (seed
+None -> 0, as the official code at its current head). In the paper both train and validation nodes are labelled for
 the SVM (m = n_train + n_val).
 """
 
@@ -36,8 +36,10 @@ def split_csbm(labels, n_trn_labeled: int = CSBMConfig.n_trn_labeled, n_val: int
 
 def split_inductive(labels, n_per_class: int = 20, fraction_test: float = 0.1, seed: int | None = 0, balance_test=True):
     """Return ``(idx_train, idx_unlabeled, idx_val, idx_test)`` as the official ``split_inductive`` does."""
-    y = np.asarray(labels).astype(int)
-    rs = np.random.RandomState(seed) if seed is not None else np.random.RandomState()
+    y = np.asarray(labels)
+    if y.dtype.kind not in "iu" or y.ndim != 1 or y.size == 0 or y.min() < 0:
+        raise ValueError("labels must be a non-empty 1-d array of non-negative integer class ids")
+    rs = np.random.Generator(np.random.PCG64(0 if seed is None else seed))
     nc = int(y.max()) + 1
     if balance_test:
         n_test = np.ceil(fraction_test * np.bincount(y, minlength=nc))
