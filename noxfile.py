@@ -231,6 +231,9 @@ def demo(session: nox.Session) -> None:
     if unknown:
         session.error(f"unknown packages {unknown}; packages with a demo: {', '.join(pkgs)}")
     results = []  # every demo runs even when one fails; the session fails at the end if any did
+    outputs = ROOT / "demo-output"  # what the demos write (PNGs, JSON), git-ignored
+    outputs.mkdir(exist_ok=True)
+    session.chdir(outputs)
     for pkg in only:
         session.log(f"===== {pkg} demo =====")
         t0 = time.perf_counter()
@@ -245,6 +248,7 @@ def demo(session: nox.Session) -> None:
     lines.append(
         f"{'total':<12} {sum(ok for _, ok, _ in results)}/{len(results)} ok {sum(w for *_, w in results):>7.1f}s"
     )
+    lines.append(f"outputs (figures, JSON) in {outputs.relative_to(ROOT)}/")
     for line in lines:
         session.log(line)
     failed = [pkg for pkg, ok, _ in results if not ok]

@@ -120,3 +120,17 @@ def test_csv_errors_name_line_and_column(tmp_path, capsys):
     assert main(["fit", "--csv", str(path), "--target", "label", "--group", "region"]) == 2
     err = capsys.readouterr().err
     assert "line 3" in err and "age" in err
+
+
+def test_warnings_are_printed_whole_and_once_per_kind():
+    long = "the groups are nearly separable in x: median own-group log-density margin {} nats " + "x" * 200
+    res = {"rows": [], "groups": [], "warnings": [long.format(26662.5), long.format(31055.8), "another kind"]}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("iclr25.mixmax.experiments.format_summary", lambda rows, groups: "TABLE")
+        text = format_result(res)
+    lines = text.splitlines()
+    assert lines[0] == "TABLE"
+    assert f"warning seen: {long.format(26662.5)}" in lines  # whole, not cut
+    assert "warning seen: another kind" in lines
+    assert not any("31055.8" in line for line in lines)
+    assert lines[-1].startswith("(1 more warnings of the same kinds")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
 import time
 
@@ -93,8 +94,17 @@ def format_result(result: dict) -> str:
                 f"  {name:<48} worst-group acc {a[0]:+.4f} [{a[1]:+.4f}, {a[2]:+.4f}]   "
                 f"worst-group log-loss {ll[0]:+.4f} [{ll[1]:+.4f}, {ll[2]:+.4f}]"
             )
+    shown: dict[str, int] = {}  # warnings that differ only in their numbers are printed once, with a count
     for w in result.get("warnings", []):
-        lines.append(f"warning seen: {w[:160]}")
+        key = re.sub(r"[0-9.]+", "#", w)
+        if key in shown:
+            shown[key] += 1
+            continue
+        shown[key] = 1
+        lines.append(f"warning seen: {w}")
+    repeats = sum(n - 1 for n in shown.values())
+    if repeats:
+        lines.append(f"({repeats} more warnings of the same kinds, with other numbers, from other seeds or arms)")
     return "\n".join(lines)
 
 
