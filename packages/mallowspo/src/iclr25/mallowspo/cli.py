@@ -2,7 +2,7 @@
 
 Train config (JSON)::
 
-    {"data": "prefs.jsonl",                      # TRL-format rows {"prompt", "chosen", "rejected"}
+    {"data": "prefs.jsonl",                      # TRL rows {"prompt", "chosen", "rejected"}: strings or messages
      "model": "path/to/local/hf/model" | {"arch": "gpt2", "n_layer": 2, "d_model": 64, "seed": 0},
      "output_dir": "runs/x",                     # checkpoints + the final model (save_pretrained)
      "calibrate": {"target_mean_scale": 1.0},    # optional (or true): set phi_star from the reference model
@@ -15,6 +15,8 @@ model, H̄ ≈ 1) it gives c ≈ 1e-3 and an almost flat loss.
 
 A model given as a path is loaded with ``transformers.AutoModelForCausalLM`` (the reference is a second copy) and
 its tokenizer with ``AutoTokenizer``; a dict builds a tiny random-init model with the byte tokenizer.
+Conversational rows (lists of {"role", "content"} messages) are rendered with that tokenizer's chat template, with
+one BOS at most (``data.tokenize_preference``).
 """
 
 from __future__ import annotations

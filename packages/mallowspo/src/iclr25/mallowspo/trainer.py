@@ -27,6 +27,12 @@ from .reference_pass import reference_sequence_stats
 
 __all__ = ["MallowsPOTrainer"]
 
+
+def _is_peft_model(model) -> bool:
+    """A ``peft.PeftModel`` (duck-typed, so peft is never imported here)."""
+    return callable(getattr(model, "disable_adapter", None)) and callable(getattr(model, "get_base_model", None))
+
+
 CHECKPOINT_NAME = "checkpoint.pt"
 
 
@@ -37,6 +43,9 @@ class MallowsPOTrainer:
         model: a causal LM returning ``.logits`` [B, T, V] (e.g. any ``transformers`` ``*ForCausalLM``).
         ref_model: the frozen reference model; may be ``None`` when every example carries precomputed reference
             fields (see :meth:`precompute_reference`) or when the dispersion is fixed and ``reference_free``.
+            With a PEFT-wrapped policy (``peft.PeftModel``, e.g. LoRA) and ``ref_model=None``, the reference is the
+            policy's base model with its adapters disabled (``model.disable_adapter()``, in eval mode): no second
+            copy of the weights, and only the adapters train.
         config: :class:`MallowsPOConfig` (official defaults).
         pad_token_id: the id used to right-pad batches (default: ``model.config.pad_token_id`` or 0).
     """
@@ -54,6 +63,8 @@ class MallowsPOTrainer:
         self.pad_token_id = 0 if pad_token_id is None else int(pad_token_id)
         if ref_model is not None:
             ref_model.eval()  # used only under torch.no_grad; its requires_grad flags are left untouched
+        # PEFT policy without a separate reference: the reference is the base model with the adapters disabled
+        self.adapter_reference = ref_model is None and _is_peft_model(model)
         self.step = 0
         self.history: list[dict] = []
         self.optimizer = None
@@ -89,10 +100,10 @@ class MallowsPOTrainer:
         have_ent = "ref_chosen_entropy" in out and "ref_rejected_entropy" in out
         if (have_logps or not self._needs_ref_logps) and (have_ent or not self._needs_entropy):
             return out
-        if self.ref_model is None:
+        if self.ref_model is None and not self.adapter_reference:
             raise ValueError(
                 "no ref_model and the batch lacks precomputed reference fields "
-                f"{REF_KEYS}; pass a ref_model or call precompute_reference first"
+                f"{REF_KEYS}; pass a ref_model (or a PEFT-wrapped policy) or call precompute_reference first"
             )
         logps, ent = self._reference_sequences(batch)
         out["ref_chosen_logps"], out["ref_rejected_logps"] = logps.chunk(2)
@@ -113,13 +124,28 @@ class MallowsPOTrainer:
                 UserWarning,
                 stacklevel=3,
             )
-        with self._autocast(batch["input_ids"].device):
-            return self._reference_sequences_inner(batch)
+        with self._autocast(batch["input_ids"].device), self._reference_model() as ref_model:
+            return self._reference_sequences_inner(batch, ref_model)
 
-    def _reference_sequences_inner(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    @contextlib.contextmanager
+    def _reference_model(self):
+        """The module that computes the reference: ``ref_model``, or the PEFT policy's unwrapped base model with
+        its adapters disabled and dropout off (the policy's train/eval mode is restored afterwards)."""
+        if not self.adapter_reference:
+            yield self.ref_model
+            return
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with self.model.disable_adapter():
+                yield self.model.get_base_model()
+        finally:
+            self.model.train(was_training)
+
+    def _reference_sequences_inner(self, batch: dict, ref_model) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config
         return reference_sequence_stats(
-            self.ref_model,
+            ref_model,
             batch,
             length_normalization=cfg.length_normalization,
             entropy_mode=cfg.entropy_mode,
@@ -197,9 +223,9 @@ class MallowsPOTrainer:
     def precompute_reference(self, examples: list[dict], batch_size: int = 16) -> list[dict]:
         """Return copies of tokenised examples with reference log-probs and entropies added (``REF_KEYS``), so
         training no longer needs the reference model (set ``ref_model=None`` afterwards to free it)."""
-        if self.ref_model is None:
-            raise ValueError("precompute_reference needs a ref_model")
-        device = next(self.ref_model.parameters()).device
+        if self.ref_model is None and not self.adapter_reference:
+            raise ValueError("precompute_reference needs a ref_model (or a PEFT-wrapped policy)")
+        device = next((self.model if self.ref_model is None else self.ref_model).parameters()).device
         out = []
         for start in progress(range(0, len(examples), batch_size), desc="reference", leave=False):
             chunk = examples[start : start + batch_size]
@@ -255,6 +281,11 @@ class MallowsPOTrainer:
         cfg = self.config
         if not examples:
             raise ValueError("train needs at least one tokenised example")
+        if not all(k in examples[0] for k in ("prompt_ids", "chosen_ids", "rejected_ids")):
+            raise ValueError(
+                "train needs tokenised examples with prompt_ids/chosen_ids/rejected_ids; pass text or "
+                "conversational rows through iclr25.mallowspo.data.tokenize_preference(rows, tokenizer) first"
+            )
         if cfg.precompute_ref and not all(k in examples[0] for k in REF_KEYS):
             examples = self.precompute_reference(examples)
         micro = cfg.per_device_batch_size
