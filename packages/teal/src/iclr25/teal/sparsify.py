@@ -18,9 +18,9 @@ from torch import nn
 from iclr25.shared import atomic_write
 
 from .calibration import CalibrationResult, _check_batches, check_sparsity
-from .config import DEFAULT_PREFILL, DEFAULT_THRESHOLD_MODE, PREFILL_MODES, PROJECTIONS, THRESHOLD_MODES
+from .config import DEFAULT_PREFILL, DEFAULT_THRESHOLD_MODE, PROJECTIONS, THRESHOLD_MODES
 from .modules import check_token_ids, find_blocks, fingerprint_mismatch, model_fingerprint, projection_param_counts
-from .teal_linear import LINEAR_BACKENDS, QUANTIZE_MODES, QKVGroup, TealLinear
+from .teal_linear import QKVGroup, TealLinear, check_options
 
 THRESHOLDS_FILE = "teal_thresholds.safetensors"
 CONFIG_FILE = "teal_config.json"
@@ -179,12 +179,7 @@ class TealHandle:
 
 def _install(model, thresholds, *, prefill, backend, quantize, fuse_qkv):
     """Wrap every projection with its threshold; returns (wrappers, parents, groups)."""
-    if prefill not in PREFILL_MODES:
-        raise ValueError(f"prefill must be one of {PREFILL_MODES}, got {prefill!r}")
-    if backend not in LINEAR_BACKENDS:
-        raise ValueError(f"backend must be one of {LINEAR_BACKENDS}, got {backend!r}")
-    if quantize not in QUANTIZE_MODES:
-        raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, got {quantize!r}")
+    check_options(prefill, backend, quantize)  # before anything is wrapped
     if fuse_qkv and quantize is not None:
         raise ValueError("fuse_qkv=True and quantize='int8' cannot be combined (there is no fused int8 q/k/v kernel)")
     blocks = find_blocks(model)

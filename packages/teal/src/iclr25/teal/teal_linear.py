@@ -41,6 +41,16 @@ def _compiling() -> bool:
     return bool(getattr(torch, "compiler", None) and torch.compiler.is_compiling())
 
 
+def check_options(prefill: str, backend: str, quantize: str | None) -> None:
+    """Refuse a prefill policy, decode backend or quantization mode that TealLinear does not have."""
+    if prefill not in PREFILL_MODES:
+        raise ValueError(f"prefill must be one of {PREFILL_MODES}, got {prefill!r}")
+    if backend not in LINEAR_BACKENDS:
+        raise ValueError(f"backend must be one of {LINEAR_BACKENDS}, got {backend!r}")
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, got {quantize!r}")
+
+
 class TealLinear(nn.Module):
     """``nn.Linear`` with TEAL input sparsification (threshold, prefill policy, decode kernel backend)."""
 
@@ -56,12 +66,7 @@ class TealLinear(nn.Module):
         super().__init__()
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"TealLinear wraps an nn.Linear, got {type(linear).__name__}")
-        if prefill not in PREFILL_MODES:
-            raise ValueError(f"prefill must be one of {PREFILL_MODES}, got {prefill!r}")
-        if backend not in LINEAR_BACKENDS:
-            raise ValueError(f"backend must be one of {LINEAR_BACKENDS}, got {backend!r}")
-        if quantize not in QUANTIZE_MODES:
-            raise ValueError(f"quantize must be one of {QUANTIZE_MODES}, got {quantize!r}")
+        check_options(prefill, backend, quantize)
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self.weight = linear.weight  # the same Parameter objects: state-dict keys of a plain nn.Linear
