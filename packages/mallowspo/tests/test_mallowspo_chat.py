@@ -15,7 +15,7 @@ from iclr25.mallowspo.data import (
     save_preference_jsonl,
     tokenize_preference,
 )
-from iclr25.mallowspo.models import tiny_causal_lm
+from iclr25.mallowspo.models import _byte_of, tiny_causal_lm
 
 # roles in angle brackets as plain bytes; every turn closed by EOS; BOS emitted by the template
 TEMPLATE_WITH_BOS = (
@@ -59,18 +59,6 @@ def _tokenizer(template, adds_bos):
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>")
     tok.chat_template = template
     return tok
-
-
-def _byte_of(ch):
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip((chr(c) for c in cs), bs))[ch]
 
 
 def test_render_matches_hand_rendering():
