@@ -283,3 +283,40 @@ def test_position_embedding_is_sampled_once_per_window():
     assert torch.equal(seen[0][..., steady], seen[1][..., steady])
     dcorr = 2 + 2 * cfg.pos_emb_freqs + 3 + cfg.corr_dim  # depth sampled at the moved position: it does change
     assert not torch.equal(seen[0][..., dcorr], seen[1][..., dcorr])
+
+
+def test_log_ratio_dense_depth_starts_at_the_input_depth_and_follows_the_upsampled_change():
+    """dense_depth="log_ratio": d_t(p) = D_0(p) * exp(up(log(d_t / d_0)))(p), by hand from the absolute-mode fields."""
+    torch.manual_seed(0)
+    absolute = DeltaModel(micro_config()).double().eval()
+    ratio = DeltaModel(micro_config(dense_depth="log_ratio")).double().eval()
+    ratio.load_state_dict(absolute.state_dict())
+    video, depth = random_video(t=6, dtype=torch.float64)
+    with torch.no_grad():
+        a, r = absolute(video, depth), ratio(video, depth)
+        # the tracks themselves are the same; only the full-resolution depth differs
+        assert torch.equal(a.coords, r.coords) and torch.equal(a.depth, r.depth)
+        assert torch.equal(a.dense["uv"], r.dense["uv"]) and torch.equal(a.dense["vis_logit"], r.dense["vis_logit"])
+        low = r.depth[:, :, r.n_sparse :]  # [B, T, hc*wc] dense track depth on the H/4 grid
+        query = depth[:, 0, ::4, ::4].reshape(1, 1, -1)  # each grid track's input depth at its query pixel
+        log_change = torch.log(low / query)
+        up = absolute.upsample_fields(r.upsample_weights, r.coords[:, :, r.n_sparse :] / 4.0, log_change, None, None,
+                                      r.dense_hw, r.dense_origin)["depth"]  # fmt: skip
+        assert torch.allclose(r.dense["depth"], depth[:, :1] * torch.exp(up), rtol=1e-10)
+        b = ratio(video, 3.7 * depth)  # still equivariant to the depth scale
+    assert torch.allclose(3.7 * r.dense["depth"], b.dense["depth"], rtol=1e-8)
+
+
+def test_log_ratio_zero_motion_model_keeps_every_pixel_at_its_input_depth():
+    torch.manual_seed(0)
+    model = DeltaModel(micro_config(zero_init_head=True, dense_depth="log_ratio")).eval()
+    video, depth = random_video(t=6)
+    with torch.no_grad():
+        out = model(video, depth)
+    assert torch.allclose(out.dense["depth"], depth[:, :1].expand_as(out.dense["depth"]), rtol=1e-6)
+    # the official mode gives the H/4 grid depth upsampled instead, which is not the input depth
+    model.cfg = model.cfg.replace(dense_depth="absolute")
+    with torch.no_grad():
+        assert not torch.allclose(model(video, depth).dense["depth"][:, 0], depth[:, 0], rtol=1e-2)
+    with pytest.raises(ValueError, match="dense_depth"):
+        micro_config(dense_depth="linear")

@@ -2,7 +2,6 @@
 
 import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -213,13 +212,25 @@ def test_train_cli_2d_then_3d(tmp_path, capsys):
     assert DeltaTracker.from_checkpoint(s3d).cfg == DeltaConfig.micro().replace(zero_init_head=True)
     state = torch.load(s3d, weights_only=False)
     assert state["train_config"]["stage"] == "3d" and state["step"] == 2
+    # export: the model alone (no optimizer), with the training configuration the demo reads its resolution from
+    from iclr25.delta.demo import trained_size
+
+    capsys.readouterr()
+    slim = tmp_path / "model.pt"
+    assert main(["export", str(s3d), str(slim)]) == 0
+    extra = json.loads(capsys.readouterr().out)
+    assert extra["step"] == 2 and extra["train"]["stage"] == "3d" and trained_size(str(slim)) == 32
+    exported = DeltaTracker.from_checkpoint(slim).model.state_dict()
+    assert all(torch.equal(exported[k], v) for k, v in state["state_dict"].items())
+    assert "optimizer" not in torch.load(slim, weights_only=False)
+    with pytest.raises(ValueError, match="not a delta training state"):
+        main(["export", str(slim), str(tmp_path / "again.pt")])
 
 
-def test_demo_says_plainly_when_no_trained_model_is_used(tmp_path, capsys):
+def test_demo_says_plainly_when_no_trained_model_is_used(tmp_path, capsys, monkeypatch):
     from iclr25.delta import demo
 
-    if os.path.isfile(demo.WEIGHTS):
-        pytest.skip("a trained checkpoint ships: the demo evaluates it")
+    monkeypatch.setattr(demo, "WEIGHTS", str(tmp_path / "absent.pt"))  # as if no checkpoint shipped
     png = tmp_path / "tracks.png"
     summary = demo.run_demo(num_clips=2, out_png=str(png), threads=1, sparse_timing=False)
     out = capsys.readouterr().out

@@ -38,6 +38,13 @@ def save_checkpoint(model: DeltaModel, path, extra: dict | None = None) -> None:
         torch.save(payload, f)
 
 
+def checkpoint_extra(path) -> dict:
+    """The ``extra`` metadata of one of our checkpoints (e.g. how and at which resolution it was trained); {} if none."""
+    obj = torch.load(path, map_location="cpu", weights_only=False)
+    extra = obj.get("extra", {}) if isinstance(obj, dict) else {}
+    return dict(extra) if isinstance(extra, dict) else {}
+
+
 def unwrap_state_dict(obj) -> dict:
     """Accept a raw state dict or ``{"model"|"state_dict": sd}``; strip ``module.`` prefixes."""
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):

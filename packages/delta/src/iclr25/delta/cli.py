@@ -1,4 +1,4 @@
-"""Command line: ``python -m iclr25.delta {demo,train,eval}``."""
+"""Command line: ``python -m iclr25.delta {demo,train,export,eval}``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def cmd_train(args) -> int:
     from .train import TrainConfig, train
 
     torch.manual_seed(args.seed)
-    cfg = _config(args.config).replace(zero_init_head=args.zero_init_head)
+    cfg = _config(args.config).replace(zero_init_head=args.zero_init_head, dense_depth=args.dense_depth)
     model = DeltaModel(cfg)
     if args.init:  # e.g. start the 3D stage from a 2D-pretrained checkpoint
         from .checkpoint import load_checkpoint
@@ -32,11 +32,18 @@ def cmd_train(args) -> int:
     tcfg = TrainConfig(
         steps=args.steps, lr=args.lr, stage=args.stage, num_frames=args.frames, height=args.size, width=args.size,
         num_sparse=args.num_sparse, num_clips=args.num_clips, seed=args.seed, checkpoint=args.checkpoint,
-        checkpoint_every=args.checkpoint_every,
+        checkpoint_every=args.checkpoint_every, stop_after=args.stop_after,
     )  # fmt: skip
     hist = train(model, tcfg, show_progress=not args.quiet)
     first, last = hist[0], hist[-1]
     print(json.dumps({"steps": len(hist), "first_loss": first["loss"], "last_loss": last["loss"]}))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .train import export_training_state
+
+    print(json.dumps(export_training_state(args.state, args.out), indent=2))
     return 0
 
 
@@ -53,7 +60,7 @@ def cmd_demo(args) -> int:
 
     summary = run_demo(
         num_clips=args.clips, train_steps=args.train_steps, out_png=args.png, seed=args.seed, threads=args.threads,
-        checkpoint=args.checkpoint, sparse_timing=not args.no_sparse_timing,
+        checkpoint=args.checkpoint, sparse_timing=not args.no_sparse_timing, size=args.size,
     )  # fmt: skip
     if args.out:
         from iclr25.shared import atomic_write
@@ -83,6 +90,7 @@ def main(argv=None) -> int:
     d.add_argument("--png", default="delta_demo_tracks.png")
     d.add_argument("--seed", type=int, default=900_000, help="clip seeds (training uses seed*100003+step)")
     d.add_argument("--threads", type=int, default=None)
+    d.add_argument("--size", type=int, default=None, help="clip size (default: the model's training resolution)")
     t = sub.add_parser("train", help="train on synthetic clips with exact ground truth")
     t.add_argument("--config", default="micro", help="paper | tiny | micro")
     t.add_argument("--steps", type=int, default=200)
@@ -94,10 +102,20 @@ def main(argv=None) -> int:
     t.add_argument("--num-clips", type=int, default=None)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--zero-init-head", action="store_true")
+    t.add_argument(
+        "--dense-depth", default="absolute", choices=["absolute", "log_ratio"],
+        help="dense depth upsampling: absolute (official) or log_ratio (log d_t/d_0 times the full-resolution input depth)",
+    )  # fmt: skip
     t.add_argument("--init", default=None, help="initial weights (e.g. the 2D-pretraining result for --stage 3d)")
     t.add_argument("--checkpoint", default=None, help="training state file (written every --checkpoint-every steps)")
     t.add_argument("--checkpoint-every", type=int, default=50)
+    t.add_argument(
+        "--stop-after", type=int, default=None, help="stop after N steps of the --steps schedule (resumable)"
+    )
     t.add_argument("--quiet", action="store_true")
+    x = sub.add_parser("export", help="write a training state's model as a plain checkpoint (no optimizer)")
+    x.add_argument("state", help="training state file (train --checkpoint)")
+    x.add_argument("out", help="checkpoint to write")
     e = sub.add_parser("eval", help="evaluate a checkpoint on your copy of a benchmark")
     e.add_argument("--dataset", required=True, choices=["tapvid3d", "kubric", "cvo"])
     e.add_argument("--path", required=True)
@@ -107,7 +125,7 @@ def main(argv=None) -> int:
     e.add_argument("--limit", type=int, default=None)
     e.add_argument("--iters", type=int, default=None)
     args = p.parse_args(argv)
-    return {"demo": cmd_demo, "train": cmd_train, "eval": cmd_eval}[args.cmd](args)
+    return {"demo": cmd_demo, "train": cmd_train, "eval": cmd_eval, "export": cmd_export}[args.cmd](args)
 
 
 if __name__ == "__main__":

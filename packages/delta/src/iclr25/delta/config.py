@@ -49,6 +49,10 @@ class DeltaConfig:
     upsample_head_dim: int = 48  # 4 heads x 48 = 192 = 128 feature + 64 flow channels
     upsample_blocks: int = 2
     upsample_flow_dim: int = 64  # flow_mlp output width
+    # dense full-resolution depth: "absolute" upsamples the H/4 track depth (densetrack3d.py: upsample_with_mask of
+    # dense_coords_depths_down); "log_ratio" (our option) upsamples log(d_t / d_0) and multiplies by the input depth
+    # of each full-resolution pixel at the query frame, so a dense track starts at its own depth, as a sparse one does
+    dense_depth: str = "absolute"
     # --- thresholds ---------------------------------------------------------------------------------------------------
     vis_threshold: float = 0.8  # dense demo (demo.py): visible if sigmoid(vis) > 0.8
     eval_vis_threshold: float = 0.9  # evaluation scripts: vis > 0.9
@@ -99,6 +103,8 @@ class DeltaConfig:
             raise ValueError(
                 f"latent_dim must be a multiple of 8 (upsampler GroupNorm has latent_dim // 8 groups), got {self.latent_dim}"
             )
+        if self.dense_depth not in ("absolute", "log_ratio"):
+            raise ValueError(f"dense_depth must be 'absolute' (official) or 'log_ratio', got {self.dense_depth!r}")
         if self.pos_emb_freqs % 2:
             raise ValueError("pos_emb_freqs must be even")
         if self.model_resolution is not None and (self.model_resolution[0] % 16 or self.model_resolution[1] % 16):

@@ -13,13 +13,24 @@ from .baselines import flow_chaining, sparse_per_pixel, zero_motion
 from .data.synthetic import render_synthetic_clip
 from .evaluate import WEIGHTS, evaluate_dense_prediction
 
-DEMO_FRAMES, DEMO_SIZE = 8, 32  # the resolution of the CPU training runs (``train --frames 8 --size 32``)
+DEMO_FRAMES = 8
+DEMO_SIZE = 32  # clip size when the model does not say at which resolution it was trained
 
 NO_TRAINED_MODEL = (
     "NO TRAINED MODEL: no checkpoint ships with this version, because no CPU-trained model beat zero motion on "
     "held-out clips. The DELTA row is a fresh zero-motion-initialised micro model (it does not track: its uv is the "
     "zero-motion answer and its depth is the H/4 grid depth upsampled). Pass --checkpoint to evaluate a trained model."
 )
+
+
+def trained_size(path: str | None) -> int | None:
+    """The clip size a checkpoint of ours was trained at (its ``extra["train"]["height"]``), or None."""
+    if path is None or not os.path.isfile(path):
+        return None
+    from .checkpoint import checkpoint_extra
+
+    size = checkpoint_extra(path).get("train", {}).get("height")
+    return int(size) if size else None
 
 
 def _load_tracker(train_steps: int, seed: int, checkpoint: str | None = None):
@@ -82,19 +93,24 @@ def paired_ci(a, b, z: float = 1.96) -> tuple[float, float, float]:
 
 def run_demo(num_clips: int = 20, train_steps: int = 0, out_png: str | None = "delta_demo_tracks.png",
              seed: int = 900_000, threads: int | None = None, checkpoint: str | None = None,
-             sparse_timing: bool = True) -> dict:  # fmt: skip
+             sparse_timing: bool = True, size: int | None = None) -> dict:  # fmt: skip
     """Held-out synthetic clips (seeds ``seed``..``seed + num_clips - 1``; training uses seed*100003 + step, far
-    below 900000) scored for DELTA, zero motion and flow chaining, with paired 95% intervals of DELTA - zero motion."""
+    below 900000) scored for DELTA, zero motion and flow chaining, with paired 95% intervals of DELTA - zero motion.
+
+    ``size`` (square clips): default the resolution the model was trained at when its checkpoint records it, else 32.
+    """
     if threads:
         torch.set_num_threads(threads)
     tracker, source = _load_tracker(train_steps, seed, checkpoint)
     trained = checkpoint is not None or os.path.isfile(WEIGHTS) or train_steps > 0
+    if size is None:
+        size = trained_size(checkpoint if checkpoint is not None else WEIGHTS) or DEMO_SIZE
     if not trained:
         print(NO_TRAINED_MODEL)
     methods = ("DELTA (dense)", "zero motion", "flow chaining (DIS)", "flow chaining (Farneback)")
     rows = {m: [] for m in methods}
     times = {m: [] for m in methods}
-    clips = [render_synthetic_clip(seed=seed + i, num_frames=DEMO_FRAMES, height=DEMO_SIZE, width=DEMO_SIZE)
+    clips = [render_synthetic_clip(seed=seed + i, num_frames=DEMO_FRAMES, height=size, width=size)
              for i in range(num_clips)]  # fmt: skip
     first_delta = None
     for clip in clips:
@@ -112,7 +128,7 @@ def run_demo(num_clips: int = 20, train_steps: int = 0, out_png: str | None = "d
             b = fn(clip)
             times[name].append(time.perf_counter() - t0)
             rows[name].append(evaluate_dense_prediction(b.uv, b.depth, b.visibility, clip))
-    h = w = DEMO_SIZE
+    h = w = size
     print(f"\nDELTA demo: {num_clips} held-out synthetic clips (seeds {seed}..{seed + num_clips - 1}), {DEMO_FRAMES} "
           f"frames of {h}x{w}, exact 3D ground truth")  # fmt: skip
     print(f"model: {source}; TAP-Vid-3D metrics over every frame-0 pixel (median scaling, 256-px intrinsics)\n")

@@ -48,6 +48,8 @@ class ModelOutput:
     windows: list = field(default_factory=list)
     upsample_weights: torch.Tensor | None = None  # [B, K^2, 4hc, 4wc]
     dense: dict | None = None  # full-resolution uv, depth, vis_logit, conf_logit of the dense crop
+    # full-resolution query-frame depth of the dense crop [B, 4hc, 4wc] (only with cfg.dense_depth == "log_ratio")
+    dense_query_depth: torch.Tensor | None = None
 
 
 class DeltaModel(nn.Module):
@@ -281,9 +283,13 @@ class DeltaModel(nn.Module):
             upsample_weights=up_w,
         )
         if dense:
+            if cfg.dense_depth == "log_ratio":
+                y0, x0 = origin
+                f = cfg.upsample_factor
+                out.dense_query_depth = depth[:, 0, y0 * f : (y0 + hc) * f, x0 * f : (x0 + wc) * f]
             out.dense = self.upsample_fields(
                 up_w, coords[:, :t, n_sparse:], tdepth[:, :t, n_sparse:], vis[:, :t, n_sparse:],
-                conf[:, :t, n_sparse:], dense_hw, origin, backend,
+                conf[:, :t, n_sparse:], dense_hw, origin, backend, query_depth=out.dense_query_depth,
             )  # fmt: skip
         return out
 
@@ -295,8 +301,15 @@ class DeltaModel(nn.Module):
         flow = ((c - q_xy[:, None]) / float(w_low)).reshape(b, s, hc, wc, 2).permute(0, 1, 4, 2, 3)
         return self.upsample_transformer(feat_low, flow.reshape(b, 2 * s, hc, wc))
 
-    def upsample_fields(self, weights, coords, depth, vis_logit, conf_logit, hw, origin, backend="auto"):
-        """Apply the convex weights to low-res dense fields [B, T, hc*wc(, 2)] (coords in H/4 units) -> full res."""
+    def upsample_fields(
+        self, weights, coords, depth, vis_logit, conf_logit, hw, origin, backend="auto", query_depth=None
+    ):
+        """Apply the convex weights to low-res dense fields [B, T, hc*wc(, 2)] (coords in H/4 units) -> full res.
+
+        Depth: by default (official) the track depth itself is upsampled. With ``query_depth`` (the full-resolution
+        query-frame depth of the crop, [B, 4hc, 4wc]) the log-depth change log(d_t / d_0) is upsampled instead and
+        multiplied by it, so each full-resolution track starts at its own input depth (``dense_depth="log_ratio"``).
+        """
         b, t = coords.shape[:2]
         hc, wc = hw
         y0, x0 = origin
@@ -309,6 +322,9 @@ class DeltaModel(nn.Module):
         grid = torch.stack([gx, gy], -1).reshape(1, 1, -1, 2)
         disp = ((coords - grid) * f).reshape(b, t, hc, wc, 2).permute(0, 1, 4, 2, 3).reshape(b, 2 * t, hc, wc)
         fields = [disp]
+        if depth is not None and query_depth is not None:
+            d0 = query_depth[:, ::f, ::f].reshape(b, 1, -1)  # the grid tracks' query depth (nearest sample)
+            depth = torch.log(depth / d0)
         for x in (depth, vis_logit, conf_logit):
             if x is not None:
                 fields.append(x.reshape(b, t, hc, wc))
@@ -325,6 +341,8 @@ class DeltaModel(nn.Module):
             if x is not None:
                 out[name] = up[:, i : i + t]
                 i += t
+        if depth is not None and query_depth is not None:
+            out["depth"] = query_depth[:, None] * torch.exp(out["depth"])
         return out
 
 

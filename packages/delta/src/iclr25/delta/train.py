@@ -44,6 +44,7 @@ class TrainConfig:
     seed: int = 0
     checkpoint: str | None = None
     checkpoint_every: int = 50
+    stop_after: int | None = None  # stop (with a checkpoint) after this many steps of a longer ``steps`` schedule
     log_every: int = 10
 
     @property
@@ -53,6 +54,8 @@ class TrainConfig:
     def validate(self) -> TrainConfig:
         if self.stage not in ("2d", "3d"):
             raise ValueError(f"stage must be '2d' or '3d', got {self.stage!r}")
+        if self.stop_after is not None and self.stop_after < 1:
+            raise ValueError(f"stop_after must be >= 1 (or None), got {self.stop_after}")
         if self.steps < 1 or self.height % 16 or self.width % 16:
             raise ValueError("steps must be >= 1 and height/width multiples of 16")
         return self
@@ -206,8 +209,9 @@ def compute_loss(model: DeltaModel, s: Sample, tcfg: TrainConfig, backend: str =
         dense_uv, dense_d = [], []
         for c, d in zip(win.coords, win.depth):
             up = model.upsample_fields(
-                out.upsample_weights, c[:, :, ns:], d[:, :, ns:], None, None, out.dense_hw, out.dense_origin, backend
-            )
+                out.upsample_weights, c[:, :, ns:], d[:, :, ns:], None, None, out.dense_hw, out.dense_origin, backend,
+                query_depth=out.dense_query_depth,
+            )  # fmt: skip
             dense_uv.append(up["uv"][0].reshape(len(fr), -1, 2))
             dense_d.append(up["depth"][0].reshape(len(fr), -1))
         up = model.upsample_fields(
@@ -276,6 +280,25 @@ def save_training_state(path, model, opt, sched, step: int, history: list, tcfg:
         torch.save(payload, f)
 
 
+def export_training_state(state_path, out_path) -> dict:
+    """Write the model of a training state file as a plain checkpoint (no optimizer), recording in ``extra`` the
+    training configuration and the step it stopped at (the demo reads the training resolution from it)."""
+    from .checkpoint import load_checkpoint, save_checkpoint
+
+    state = torch.load(state_path, map_location="cpu", weights_only=False)
+    if not isinstance(state, dict) or state.get("format") != FORMAT or "train_config" not in state:
+        raise ValueError(f"{state_path} is not a delta training state (written by train with a checkpoint path)")
+    model = load_checkpoint({"format": FORMAT, "config": state["config"], "state_dict": state["state_dict"]})
+    last = state["history"][-50:]
+    extra = {
+        "train": dict(state["train_config"]),
+        "step": int(state["step"]),
+        "mean_loss_last_50": float(np.mean([h["loss"] for h in last])) if last else None,
+    }
+    save_checkpoint(model, out_path, extra=extra)
+    return extra
+
+
 def train(model: DeltaModel, tcfg: TrainConfig, show_progress: bool = True, backend: str = "auto") -> list[dict]:
     """Train ``model`` for ``tcfg.steps`` steps; resumes from ``tcfg.checkpoint`` if it exists. Returns the history."""
     tcfg.validate()
@@ -291,7 +314,8 @@ def train(model: DeltaModel, tcfg: TrainConfig, show_progress: bool = True, back
         start, history = int(state["step"]), list(state["history"])
     stream = SyntheticStream(tcfg)
     model.train()
-    steps = range(start, tcfg.steps)
+    end = tcfg.steps if tcfg.stop_after is None else min(tcfg.steps, tcfg.stop_after)
+    steps = range(start, end)
     it = progress(steps, desc="train", disable=not show_progress) if show_progress else steps
     for step in it:
         loss, parts = compute_loss(model, stream(step), tcfg, backend)
@@ -304,7 +328,7 @@ def train(model: DeltaModel, tcfg: TrainConfig, show_progress: bool = True, back
         sched.step()
         history.append({"step": step, "loss": float(loss.detach()), **parts})
         done = step + 1
-        if tcfg.checkpoint and (done % tcfg.checkpoint_every == 0 or done == tcfg.steps):
+        if tcfg.checkpoint and (done % tcfg.checkpoint_every == 0 or done == end):
             save_training_state(tcfg.checkpoint, model, opt, sched, done, history, tcfg)
     model.eval()
     return history
