@@ -220,6 +220,10 @@ def test_train_cli_2d_then_3d(tmp_path, capsys):
     assert main(["export", str(s3d), str(slim)]) == 0
     extra = json.loads(capsys.readouterr().out)
     assert extra["step"] == 2 and extra["train"]["stage"] == "3d" and trained_size(str(slim)) == 32
+    assert extra["trained_dense_depth"] == extra["dense_depth"] == "absolute"
+    assert main(["export", str(s3d), str(tmp_path / "ratio.pt"), "--dense-depth", "log_ratio"]) == 0
+    assert json.loads(capsys.readouterr().out)["dense_depth"] == "log_ratio"
+    assert DeltaTracker.from_checkpoint(tmp_path / "ratio.pt").cfg.dense_depth == "log_ratio"
     exported = DeltaTracker.from_checkpoint(slim).model.state_dict()
     assert all(torch.equal(exported[k], v) for k, v in state["state_dict"].items())
     assert "optimizer" not in torch.load(slim, weights_only=False)

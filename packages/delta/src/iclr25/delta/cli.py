@@ -43,7 +43,7 @@ def cmd_train(args) -> int:
 def cmd_export(args) -> int:
     from .train import export_training_state
 
-    print(json.dumps(export_training_state(args.state, args.out), indent=2))
+    print(json.dumps(export_training_state(args.state, args.out, dense_depth=args.dense_depth), indent=2))
     return 0
 
 
@@ -116,6 +116,10 @@ def main(argv=None) -> int:
     x = sub.add_parser("export", help="write a training state's model as a plain checkpoint (no optimizer)")
     x.add_argument("state", help="training state file (train --checkpoint)")
     x.add_argument("out", help="checkpoint to write")
+    x.add_argument(
+        "--dense-depth", default=None, choices=["absolute", "log_ratio"],
+        help="dense-depth mode of the exported model (default: the one it was trained with)",
+    )  # fmt: skip
     e = sub.add_parser("eval", help="evaluate a checkpoint on your copy of a benchmark")
     e.add_argument("--dataset", required=True, choices=["tapvid3d", "kubric", "cvo"])
     e.add_argument("--path", required=True)

@@ -280,19 +280,28 @@ def save_training_state(path, model, opt, sched, step: int, history: list, tcfg:
         torch.save(payload, f)
 
 
-def export_training_state(state_path, out_path) -> dict:
+def export_training_state(state_path, out_path, dense_depth: str | None = None) -> dict:
     """Write the model of a training state file as a plain checkpoint (no optimizer), recording in ``extra`` the
-    training configuration and the step it stopped at (the demo reads the training resolution from it)."""
+    training configuration and the step it stopped at (the demo reads the training resolution from it).
+
+    ``dense_depth`` sets the exported model's dense-depth mode (an inference option: the weights are unchanged);
+    both the trained and the exported modes are recorded."""
     from .checkpoint import load_checkpoint, save_checkpoint
 
     state = torch.load(state_path, map_location="cpu", weights_only=False)
     if not isinstance(state, dict) or state.get("format") != FORMAT or "train_config" not in state:
         raise ValueError(f"{state_path} is not a delta training state (written by train with a checkpoint path)")
-    model = load_checkpoint({"format": FORMAT, "config": state["config"], "state_dict": state["state_dict"]})
+    config = dict(state["config"])
+    trained_mode = config.get("dense_depth", "absolute")
+    if dense_depth is not None:
+        config["dense_depth"] = dense_depth
+    model = load_checkpoint({"format": FORMAT, "config": config, "state_dict": state["state_dict"]})
     last = state["history"][-50:]
     extra = {
         "train": dict(state["train_config"]),
         "step": int(state["step"]),
+        "trained_dense_depth": trained_mode,
+        "dense_depth": model.cfg.dense_depth,
         "mean_loss_last_50": float(np.mean([h["loss"] for h in last])) if last else None,
     }
     save_checkpoint(model, out_path, extra=extra)
