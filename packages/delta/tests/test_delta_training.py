@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -248,3 +249,24 @@ def test_demo_says_plainly_when_no_trained_model_is_used(tmp_path, capsys, monke
     save_checkpoint(DeltaModel(DeltaConfig.micro().replace(zero_init_head=True)), ckpt)
     summary = demo.run_demo(num_clips=2, out_png=None, threads=1, sparse_timing=False, checkpoint=str(ckpt))
     assert summary["uses_checkpoint"] is True and "NO TRAINED MODEL" not in capsys.readouterr().out
+
+
+def test_shipped_model_beats_zero_motion_on_unseen_clips():
+    """The shipped micro checkpoint, on clips no training or model selection used (seeds 950000+): higher APD3D and
+    AJ3D and lower 2D EPE than zero motion, averaged over the clips (the demo reports the paired intervals)."""
+    from iclr25.delta import demo
+
+    assert os.path.isfile(demo.WEIGHTS), "the trained micro checkpoint must ship with the package"
+    size = demo.trained_size(demo.WEIGHTS)
+    tracker = DeltaTracker.from_checkpoint(demo.WEIGHTS)
+    model_rows, zero_rows = [], []
+    for i in range(8):
+        clip = render_synthetic_clip(seed=950_000 + i, num_frames=8, height=size, width=size)
+        r = tracker.track(clip.video, clip.depth, intrinsics=clip.K)
+        model_rows.append(evaluate_dense_prediction(r.uv, r.depth, r.visibility, clip))
+        z = zero_motion(clip.video, clip.depth)
+        zero_rows.append(evaluate_dense_prediction(z.uv, z.depth, z.visibility, clip))
+    mean = {k: (np.mean([r[k] for r in model_rows]), np.mean([r[k] for r in zero_rows])) for k in model_rows[0]}
+    assert mean["apd3d"][0] > mean["apd3d"][1], mean
+    assert mean["aj3d"][0] > mean["aj3d"][1], mean
+    assert mean["epe2d"][0] < mean["epe2d"][1], mean

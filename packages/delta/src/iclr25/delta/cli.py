@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     d.add_argument(
         "--checkpoint",
         default=None,
-        help="model to evaluate (default: none ships, so an untrained zero-motion-initialised model, and the demo says so)",
+        help="model to evaluate (default: the shipped micro checkpoint; without it, an untrained model, and the demo says so)",
     )
     d.add_argument("--no-sparse-timing", action="store_true", help="skip the dense vs per-pixel timing")
     d.add_argument("--out", default=None, help="write the summary as JSON")

@@ -17,9 +17,9 @@ DEMO_FRAMES = 8
 DEMO_SIZE = 32  # clip size when the model does not say at which resolution it was trained
 
 NO_TRAINED_MODEL = (
-    "NO TRAINED MODEL: no checkpoint ships with this version, because no CPU-trained model beat zero motion on "
-    "held-out clips. The DELTA row is a fresh zero-motion-initialised micro model (it does not track: its uv is the "
-    "zero-motion answer and its depth is the H/4 grid depth upsampled). Pass --checkpoint to evaluate a trained model."
+    "NO TRAINED MODEL: the shipped checkpoint (weights/delta_micro_synthetic.pt) is missing from this installation. "
+    "The DELTA row is a fresh zero-motion-initialised micro model (it does not track: its uv is the zero-motion "
+    "answer and its depth is the H/4 grid depth upsampled). Pass --checkpoint to evaluate a trained model."
 )
 
 
@@ -47,7 +47,7 @@ def _load_tracker(train_steps: int, seed: int, checkpoint: str | None = None):
     else:
         torch.manual_seed(seed)
         tracker = DeltaTracker(model=DeltaModel(DeltaConfig.micro().replace(zero_init_head=True)))
-        source = "untrained: fresh zero-motion-initialised micro model (no trained checkpoint ships)"
+        source = "untrained: fresh zero-motion-initialised micro model (the shipped checkpoint is missing)"
     if train_steps > 0:
         from .train import TrainConfig, train
 
