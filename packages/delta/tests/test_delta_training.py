@@ -228,6 +228,8 @@ def test_train_cli_2d_then_3d(tmp_path, capsys):
     exported = DeltaTracker.from_checkpoint(slim).model.state_dict()
     assert all(torch.equal(exported[k], v) for k, v in state["state_dict"].items())
     assert "optimizer" not in torch.load(slim, weights_only=False)
+    with pytest.raises(ValueError, match="training state not found"):
+        main(["export", str(tmp_path / "absent.pt"), str(tmp_path / "again.pt")])
     with pytest.raises(ValueError, match="not a delta training state"):
         main(["export", str(slim), str(tmp_path / "again.pt")])
 

@@ -288,6 +288,8 @@ def export_training_state(state_path, out_path, dense_depth: str | None = None) 
     both the trained and the exported modes are recorded."""
     from .checkpoint import load_checkpoint, save_checkpoint
 
+    if not os.path.isfile(state_path):
+        raise ValueError(f"training state not found: {state_path}")
     state = torch.load(state_path, map_location="cpu", weights_only=False)
     if not isinstance(state, dict) or state.get("format") != FORMAT or "train_config" not in state:
         raise ValueError(f"{state_path} is not a delta training state (written by train with a checkpoint path)")
